@@ -1,0 +1,311 @@
+// Package broker runs the NATS server embedded in the lead loop, with
+// JetStream storing the repo's events under .orch/.
+//
+// How the pieces fit: orch serve calls Start, which loads (or creates) one
+// NKey per role in .orch/creds/ (mode 0600), starts nats-server bound to
+// 127.0.0.1, makes sure the event stream and the lead's consumers exist, and
+// writes broker.json so workers and the orch CLI can find it. Workers hold
+// the worker key, which may publish events and nothing else. The lead loop
+// talks to the server in-process; the orch CLI (dispatch, wait) connects
+// over loopback with the lead key.
+//
+// The stream (one per repo) keeps three kinds of subject under a prefix:
+//
+//	<prefix>.ev.<kind>    worker events (started, done, blocked)
+//	<prefix>.cmd.<kind>   the lead's commands (dispatch)
+//	<prefix>.cb.<kind>    callbacks for the lead, produced by the lead loop after it handled an event
+//
+// The "lead" consumer delivers events and commands to the lead loop; the
+// "wait" consumer hands callbacks, one at a time, to orch wait. Both are
+// durable push consumers: the server sends when there is something to send,
+// nobody asks.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/orch-dev/orch/notify"
+)
+
+// Names of the stream and consumers.
+const (
+	StreamName   = "ORCH"
+	LeadConsumer = "lead"
+	WaitConsumer = "wait"
+	WaitGroup    = "wait"
+)
+
+// Limits keep a runaway fleet from filling the disk or memory.
+const (
+	DefaultMaxStore = 1 << 30 // JetStream file store, bytes
+	DefaultMaxMem   = 64 << 20
+	StreamMaxBytes  = 512 << 20
+	MaxEventBytes   = 64 << 10
+	DupeWindow      = 10 * time.Minute
+	// AckWait is how long the lead loop has to finish an event before the
+	// server redelivers it; harvests are a few git commands, far below it.
+	AckWait = 60 * time.Second
+)
+
+// Config says where and how to run the broker.
+type Config struct {
+	Dir      string // the repo's .orch directory
+	Host     string // default 127.0.0.1
+	Port     int    // preferred port; 0 reuses the last one if free, else any free port
+	Prefix   string // subject prefix, default "orch"
+	MaxStore int64
+	MaxMem   int64
+	Logger   *slog.Logger
+}
+
+// Broker is a running embedded server.
+type Broker struct {
+	cfg    Config
+	srv    *server.Server
+	url    string
+	leadKP nkeys.KeyPair
+}
+
+// Start starts the server and makes sure the stream and consumers exist. It
+// installs no signal handlers and its logger never exits the process.
+func Start(ctx context.Context, cfg Config) (*Broker, error) {
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = notify.DefaultPfx
+	}
+	if cfg.MaxStore == 0 {
+		cfg.MaxStore = DefaultMaxStore
+	}
+	if cfg.MaxMem == 0 {
+		cfg.MaxMem = DefaultMaxMem
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	keys, err := loadKeys(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	port := cfg.Port
+	if port == 0 {
+		port = lastPort(cfg.Dir, cfg.Host)
+	}
+	opts := &server.Options{
+		ServerName:         "orch",
+		Host:               cfg.Host,
+		Port:               port,
+		NoSigs:             true,
+		NoLog:              false,
+		JetStream:          true,
+		StoreDir:           filepath.Join(cfg.Dir, "jetstream"),
+		JetStreamMaxStore:  cfg.MaxStore,
+		JetStreamMaxMemory: cfg.MaxMem,
+		MaxPayload:         MaxEventBytes,
+		Nkeys:              users(keys, cfg.Prefix),
+		NoSystemAccount:    true,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("start broker: %w", err)
+	}
+	srv.SetLoggerV2(&logAdapter{l: cfg.Logger}, false, false, false)
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("start broker: %w", ErrNotReady)
+	}
+	b := &Broker{cfg: cfg, srv: srv, url: srv.ClientURL(), leadKP: keys.lead}
+	if err := b.setup(ctx); err != nil {
+		b.Shutdown()
+		return nil, err
+	}
+	ep := notify.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid()}
+	if err := writeJSON(filepath.Join(cfg.Dir, notify.BrokerFile), ep); err != nil {
+		b.Shutdown()
+		return nil, fmt.Errorf("start broker: %w", err)
+	}
+	return b, nil
+}
+
+// lastPort returns the port of the previous run if it is free now, so
+// workers started before a restart still find the broker at their ORCH_URL.
+// Otherwise -1: any free port.
+func lastPort(dir, host string) int {
+	ep, err := notify.ReadEndpoint(dir)
+	if err != nil {
+		return server.RANDOM_PORT
+	}
+	_, p, err := net.SplitHostPort(trimScheme(ep.URL))
+	if err != nil {
+		return server.RANDOM_PORT
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 {
+		return server.RANDOM_PORT
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, p))
+	if err != nil {
+		return server.RANDOM_PORT
+	}
+	l.Close()
+	return port
+}
+
+func trimScheme(u string) string {
+	for _, s := range []string{"nats://", "tls://"} {
+		if len(u) > len(s) && u[:len(s)] == s {
+			return u[len(s):]
+		}
+	}
+	return u
+}
+
+// URL is the loopback URL workers connect to.
+func (b *Broker) URL() string { return b.url }
+
+// Prefix is the subject prefix.
+func (b *Broker) Prefix() string { return b.cfg.Prefix }
+
+// Shutdown stops the server and waits until it has.
+func (b *Broker) Shutdown() {
+	b.srv.Shutdown()
+	b.srv.WaitForShutdown()
+}
+
+// ConnectLead opens an in-process connection with the lead role: no socket,
+// no reconnects (the server lives and dies with this process).
+func (b *Broker) ConnectLead() (*nats.Conn, error) {
+	pub, err := b.leadKP.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect("", nats.InProcessServer(b.srv), nats.Name("orch-serve"),
+		nats.Nkey(pub, b.leadKP.Sign), nats.NoReconnect())
+}
+
+// setup creates or updates the stream and the two durable push consumers.
+func (b *Broker) setup(ctx context.Context) error {
+	nc, err := b.ConnectLead()
+	if err != nil {
+		return fmt.Errorf("broker setup: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("broker setup: %w", err)
+	}
+	p := b.cfg.Prefix
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "orch events, commands and callbacks of one repo",
+		Subjects:    []string{p + ".ev.>", p + ".cmd.>", p + ".cb.>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxBytes:    StreamMaxBytes,
+		MaxMsgSize:  MaxEventBytes,
+		Duplicates:  DupeWindow,
+		Discard:     jetstream.DiscardOld,
+	})
+	if err != nil {
+		return fmt.Errorf("broker setup: stream: %w", err)
+	}
+	_, err = js.CreateOrUpdatePushConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:        LeadConsumer,
+		Description:    "events and commands for the lead loop",
+		DeliverSubject: LeadDeliver(p),
+		FilterSubjects: []string{p + ".ev.>", p + ".cmd.>"},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        AckWait,
+		MaxDeliver:     -1, // never give up on an event: nothing lost
+		MaxAckPending:  1024,
+	})
+	if err != nil {
+		return fmt.Errorf("broker setup: consumer %s: %w", LeadConsumer, err)
+	}
+	_, err = js.CreateOrUpdatePushConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:        WaitConsumer,
+		Description:    "callbacks for orch wait, one at a time",
+		DeliverSubject: WaitDeliver(p),
+		DeliverGroup:   WaitGroup,
+		FilterSubject:  p + ".cb.>",
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        30 * time.Second,
+		MaxDeliver:     -1,
+		MaxAckPending:  1, // orch wait takes exactly one
+	})
+	if err != nil {
+		return fmt.Errorf("broker setup: consumer %s: %w", WaitConsumer, err)
+	}
+	return nil
+}
+
+// LeadDeliver is the subject the lead consumer pushes to.
+func LeadDeliver(prefix string) string { return prefix + ".deliver.lead" }
+
+// WaitDeliver is the subject the wait consumer pushes to.
+func WaitDeliver(prefix string) string { return prefix + ".deliver.wait" }
+
+// CallbackSubject is where the lead loop publishes a callback of a kind.
+func CallbackSubject(prefix, kind string) string { return prefix + ".cb." + kind }
+
+// users gives each role its NKey and permissions. The worker may publish
+// events and receive the replies to its own publishes; it cannot read
+// events, consume, or touch the JetStream API.
+func users(k roleKeys, prefix string) []*server.NkeyUser {
+	return []*server.NkeyUser{
+		{Nkey: k.leadPub, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{">"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		}},
+		{Nkey: k.workerPub, Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{prefix + ".ev.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{notify.WorkerInbox + ".>"}},
+		}},
+	}
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile0600(path, append(data, '\n'))
+}
+
+// writeFile0600 writes atomically with mode 0600.
+func writeFile0600(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,223 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/notify"
+)
+
+func startBroker(t *testing.T) (*Broker, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), ".orch")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Start(context.Background(), Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Shutdown)
+	return b, dir
+}
+
+func TestCredentialFilesArePrivate(t *testing.T) {
+	_, dir := startBroker(t)
+	for _, name := range []string{notify.LeadCreds, notify.WorkerCreds} {
+		fi, err := os.Stat(filepath.Join(dir, notify.CredsDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o600 {
+			t.Errorf("%s mode = %o, want 600", name, got)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, notify.BrokerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode().Perm(); got != 0o600 {
+		t.Errorf("broker.json mode = %o, want 600", got)
+	}
+}
+
+func TestRefusesWorldReadableSeed(t *testing.T) {
+	dir := t.TempDir()
+	if err := EnsureCreds(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, notify.CredsDir, notify.WorkerCreds), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureCreds(dir); !errors.Is(err, ErrCredsMode) {
+		t.Errorf("EnsureCreds with a 0644 seed = %v, want ErrCredsMode", err)
+	}
+}
+
+func TestListensOnLoopbackOnly(t *testing.T) {
+	b, _ := startBroker(t)
+	if got := b.URL(); len(got) < 17 || got[:17] != "nats://127.0.0.1:" {
+		t.Errorf("URL = %q, want nats://127.0.0.1:<port>", got)
+	}
+}
+
+func TestUnauthenticatedClientRefused(t *testing.T) {
+	b, _ := startBroker(t)
+	nc, err := nats.Connect(b.URL(), nats.NoReconnect(), nats.Timeout(2*time.Second))
+	if err == nil {
+		nc.Close()
+		t.Fatal("a client without credentials connected")
+	}
+	if !errors.Is(err, nats.ErrAuthorization) {
+		t.Errorf("err = %v, want an authorization violation", err)
+	}
+}
+
+func workerConn(t *testing.T, dir string) *nats.Conn {
+	t.Helper()
+	cfg, err := notify.WorkerConfig(func(string) string { return "" }, filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 10)
+	cfg.Timeout = 2 * time.Second
+	nc, err := notify.Connect(cfg, "test-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestWorkerCanPublishEventsAndGetsAck(t *testing.T) {
+	b, dir := startBroker(t)
+	nc := workerConn(t, dir)
+	e := event.New(event.Done, "p1", "ok", "w1", "h")
+	seq, dup, err := notify.PublishOn(nc, b.Prefix(), e, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq == 0 || dup {
+		t.Errorf("seq=%d dup=%v, want a fresh stored message", seq, dup)
+	}
+	_, dup, err = notify.PublishOn(nc, b.Prefix(), e, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dup {
+		t.Error("the same event id published twice was not reported as a duplicate")
+	}
+}
+
+// A worker must not read the lead's deliveries, consume, or change the stream.
+func TestWorkerRoleIsPublishOnly(t *testing.T) {
+	b, dir := startBroker(t)
+	cases := []struct {
+		name string
+		try  func(nc *nats.Conn) error
+	}{
+		{"subscribe to the lead's delivery", func(nc *nats.Conn) error {
+			_, err := nc.SubscribeSync(LeadDeliver(b.Prefix()))
+			if err != nil {
+				return err
+			}
+			return nc.Flush()
+		}},
+		{"subscribe to the wait delivery", func(nc *nats.Conn) error {
+			_, err := nc.SubscribeSync(WaitDeliver(b.Prefix()))
+			if err != nil {
+				return err
+			}
+			return nc.Flush()
+		}},
+		{"subscribe to all events", func(nc *nats.Conn) error {
+			_, err := nc.SubscribeSync(b.Prefix() + ".>")
+			if err != nil {
+				return err
+			}
+			return nc.Flush()
+		}},
+		{"delete the stream", func(nc *nats.Conn) error {
+			_, err := nc.Request("$JS.API.STREAM.DELETE."+StreamName, nil, time.Second)
+			return err
+		}},
+		{"publish a lead command", func(nc *nats.Conn) error {
+			_, err := nc.Request(b.Prefix()+".cmd.dispatch", []byte("{}"), time.Second)
+			return err
+		}},
+		{"publish a callback", func(nc *nats.Conn) error {
+			_, err := nc.Request(CallbackSubject(b.Prefix(), "done"), []byte("{}"), time.Second)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := workerConn(t, dir)
+			errs := make(chan error, 4)
+			nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err })
+			err := tc.try(nc)
+			if err == nil {
+				select {
+				case err = <-errs:
+				case <-time.After(2 * time.Second):
+				}
+			}
+			if err == nil {
+				t.Fatal("allowed, want a permissions violation")
+			}
+		})
+	}
+	// The stream must still be there after the worker tried to delete it.
+	nc, err := b.ConnectLead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.Stream(context.Background(), StreamName); err != nil {
+		t.Errorf("stream gone: %v", err)
+	}
+}
+
+func TestRestartKeepsPortAndEvents(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".orch")
+	os.MkdirAll(dir, 0o700)
+	b, err := Start(context.Background(), Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := b.URL()
+	nc := workerConn(t, dir)
+	if _, _, err := notify.PublishOn(nc, b.Prefix(), event.New(event.Started, "p", "", "w1", "h"), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	b.Shutdown()
+	b2, err := Start(context.Background(), Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Shutdown()
+	if b2.URL() != url {
+		t.Errorf("URL after restart = %s, want the same %s", b2.URL(), url)
+	}
+	lc, _ := b2.ConnectLead()
+	defer lc.Close()
+	js, _ := jetstream.New(lc)
+	s, err := js.Stream(context.Background(), StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 1 {
+		t.Errorf("messages after restart = %d, want 1", n)
+	}
+}

@@ -1,0 +1,29 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// logAdapter routes the server's log lines into the lead loop's slog
+// logger. Fatalf only logs: the embedded server must never end the process.
+type logAdapter struct{ l *slog.Logger }
+
+func (a *logAdapter) Noticef(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "src", "nats")
+}
+func (a *logAdapter) Warnf(format string, v ...any) {
+	a.l.Warn(fmt.Sprintf(format, v...), "src", "nats")
+}
+func (a *logAdapter) Fatalf(format string, v ...any) {
+	a.l.Error(fmt.Sprintf(format, v...), "src", "nats")
+}
+func (a *logAdapter) Errorf(format string, v ...any) {
+	a.l.Error(fmt.Sprintf(format, v...), "src", "nats")
+}
+func (a *logAdapter) Debugf(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "src", "nats")
+}
+func (a *logAdapter) Tracef(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "src", "nats")
+}

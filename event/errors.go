@@ -1,0 +1,10 @@
+package event
+
+import "errors"
+
+// ErrMalformed means a document is not a valid event: bad JSON, an unknown
+// schema version or kind, a missing plan, an invalid id or worker id.
+var ErrMalformed = errors.New("malformed event")
+
+// ErrNotKept means an event could be neither published nor spooled.
+var ErrNotKept = errors.New("event not kept")

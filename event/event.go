@@ -1,0 +1,188 @@
+// Package event is the schema of what workers tell the lead loop: one JSON
+// document per event, with an id that makes every handler idempotent, and
+// the spool, where an event waits on disk while the broker is unreachable.
+//
+// The schema names a worker by id and host, never by a tmux pane or a local
+// path, so an event means the same thing wherever the worker runs.
+package event
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Version is the schema version written into every event.
+const Version = 1
+
+// Kind is what happened.
+type Kind string
+
+// The kinds a worker may send, and the lead's own commands.
+const (
+	Started  Kind = "started"  // the worker read the dispatch line and began
+	Done     Kind = "done"     // the worker finished and wrote RESULT.md
+	Blocked  Kind = "blocked"  // the worker cannot go on; Status holds the reason
+	Dispatch Kind = "dispatch" // lead command: queue a plan (Worker: optional target)
+)
+
+// WorkerKinds are the kinds orch-notify accepts on its command line.
+var WorkerKinds = []Kind{Started, Done, Blocked}
+
+// MaxStatus bounds a status or reason. Longer text is cut at a rune
+// boundary and marked, never dropped.
+const MaxStatus = 4096
+
+// TruncMarker ends a status that was cut to MaxStatus.
+const TruncMarker = "…[truncated]"
+
+// Event is one message on the bus.
+type Event struct {
+	V      int       `json:"v"`
+	ID     string    `json:"id"`
+	Kind   Kind      `json:"kind"`
+	Plan   string    `json:"plan"`
+	Status string    `json:"status,omitempty"`
+	Worker string    `json:"worker,omitempty"`
+	Host   string    `json:"host,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// New returns an event with a fresh id and the current time. The status is
+// cleaned with Clean.
+func New(kind Kind, plan, status, worker, host string) Event {
+	return Event{V: Version, ID: NewID(), Kind: kind, Plan: plan, Status: Clean(status),
+		Worker: worker, Host: host, Time: time.Now().UTC()}
+}
+
+// NewID returns a random 128-bit id, hex encoded.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand never fails on supported platforms (Go 1.24+ crashes
+		// instead); keep a time-based id as a last resort rather than panic.
+		return fmt.Sprintf("t%x", time.Now().UnixNano())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Subject is where an event of this kind is published under prefix.
+func Subject(prefix string, k Kind) string {
+	if k == Dispatch {
+		return prefix + ".cmd." + string(k)
+	}
+	return prefix + ".ev." + string(k)
+}
+
+// Marshal encodes the event as one line of JSON.
+func (e Event) Marshal() []byte {
+	b, _ := json.Marshal(e) // cannot fail: only strings, ints and a time
+	return b
+}
+
+// Parse decodes and checks an event. It never trusts the sender: the status
+// is cleaned again and ids and kinds are checked.
+func Parse(data []byte) (Event, error) {
+	var e Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := e.Check(); err != nil {
+		return Event{}, err
+	}
+	e.Status = Clean(e.Status)
+	return e, nil
+}
+
+// Check reports what is wrong with an event's fields, if anything. Plan
+// names are checked by the plans package, which owns their rule.
+func (e Event) Check() error {
+	switch {
+	case e.V != Version:
+		return fmt.Errorf("%w: schema version %d, want %d", ErrMalformed, e.V, Version)
+	case !validID(e.ID):
+		return fmt.Errorf("%w: id %q is not 8-64 characters of [0-9a-z]", ErrMalformed, e.ID)
+	case !knownKind(e.Kind):
+		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
+	case e.Plan == "":
+		return fmt.Errorf("%w: no plan", ErrMalformed)
+	case e.Time.IsZero():
+		return fmt.Errorf("%w: no time", ErrMalformed)
+	case e.Worker != "" && !ValidWorker(e.Worker):
+		return fmt.Errorf("%w: worker id %q is invalid", ErrMalformed, e.Worker)
+	}
+	return nil
+}
+
+func knownKind(k Kind) bool {
+	switch k {
+	case Started, Done, Blocked, Dispatch:
+		return true
+	}
+	return false
+}
+
+func validID(id string) bool {
+	if len(id) < 8 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidWorker reports whether id is a worker id: "w" and 1-4 digits.
+func ValidWorker(id string) bool {
+	if len(id) < 2 || len(id) > 5 || id[0] != 'w' {
+		return false
+	}
+	for _, r := range id[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return id[1] != '0'
+}
+
+// Clean makes text safe to store and show: invalid UTF-8 and control
+// characters (including newlines and terminal escape sequences) are written
+// as visible escapes like \x1b, and text longer than MaxStatus is cut and
+// marked with TruncMarker. Clean(Clean(s)) == Clean(s), so text may be
+// cleaned at every hop without growing.
+func Clean(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	out := b.String()
+	if len(out) <= MaxStatus {
+		return out
+	}
+	cut := MaxStatus - len(TruncMarker)
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return out[:cut] + TruncMarker
+}

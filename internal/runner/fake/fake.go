@@ -1,0 +1,73 @@
+// Package fake is a strict stand-in for runner.Runner in unit tests: every
+// call must have been expected, in order, and every expectation must be used.
+package fake
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/orch-dev/orch/internal/runner"
+)
+
+type call struct {
+	name string
+	args []string
+	out  string
+	err  error
+}
+
+// Runner records expectations and fails the test on any deviation.
+type Runner struct {
+	t     testing.TB
+	mu    sync.Mutex
+	calls []call
+	next  int
+}
+
+// New returns a fake that checks, when the test ends, that every expected
+// call happened.
+func New(t testing.TB) *Runner {
+	f := &Runner{t: t}
+	t.Cleanup(f.CheckForMissingCalls)
+	return f
+}
+
+// Expect adds one expected invocation of name with exactly args, answering
+// with out and err.
+func (f *Runner) Expect(name string, args []string, out string, err error) *Runner {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{name: name, args: args, out: out, err: err})
+	return f
+}
+
+// Run implements runner.Runner.
+func (f *Runner) Run(_ context.Context, c runner.Cmd) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := c.String()
+	if f.next >= len(f.calls) {
+		f.t.Errorf("unexpected call: %s", got)
+		return nil, fmt.Errorf("fake: unexpected call %s", got)
+	}
+	want := f.calls[f.next]
+	f.next++
+	wantS := strings.TrimSpace(want.name + " " + strings.Join(want.args, " "))
+	if c.Name != want.name || strings.Join(c.Args, "\x00") != strings.Join(want.args, "\x00") {
+		f.t.Errorf("call %d:\n got  %s\n want %s", f.next, got, wantS)
+		return nil, fmt.Errorf("fake: wrong call %s", got)
+	}
+	return []byte(want.out), want.err
+}
+
+// CheckForMissingCalls fails the test if an expected call never happened.
+func (f *Runner) CheckForMissingCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.calls[f.next:] {
+		f.t.Errorf("expected call never made: %s %s", c.name, strings.Join(c.args, " "))
+	}
+}

@@ -1,0 +1,321 @@
+// Package notify is the client side of the event bus, small enough for the
+// worker's orch-notify binary: it finds the broker (from the environment or
+// from the repo's .orch/ directory), connects with a role's credentials,
+// publishes one event and waits for the broker's durable acknowledgement,
+// and spools the event to disk when the broker cannot be reached in time.
+//
+// It must not import the broker package: that would link a whole NATS server
+// into every worker's notifier.
+package notify
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/orch-dev/orch/event"
+)
+
+// Layout of the .orch/ runtime directory, shared with the broker and the lead loop.
+const (
+	DirName     = ".orch"
+	BrokerFile  = "broker.json" // where the running broker can be reached
+	CredsDir    = "creds"
+	SpoolDir    = "spool"
+	WorkerCreds = "worker.nk" // NKey seed of the worker role
+	LeadCreds   = "lead.nk"   // NKey seed of the lead role
+	DefaultPfx  = "orch"
+)
+
+// WorkerInbox is the reply-subject prefix of the worker role, the only
+// subjects a worker may subscribe to (to receive its publish acks).
+const WorkerInbox = "_W"
+
+// Endpoint is what broker.json records about a running broker. It holds no
+// secret.
+type Endpoint struct {
+	URL    string `json:"url"`
+	Prefix string `json:"prefix"`
+	Stream string `json:"stream"`
+	PID    int    `json:"pid,omitempty"`
+}
+
+// Config is everything a client needs to reach the broker.
+type Config struct {
+	URL      string
+	Prefix   string
+	Seed     []byte // NKey seed of the role
+	Inbox    string // custom inbox prefix, empty for the default
+	SpoolDir string // where events go when the broker is unreachable; empty: none
+	Timeout  time.Duration
+}
+
+// Env is the environment as a lookup function, so tests need not touch the
+// process environment.
+type Env func(string) string
+
+// FindDir returns the .orch directory of the repo containing dir. A linked
+// git worktree counts as the repo: its .git file points into the main
+// repository, whose .orch/ is used. It reads files only; it never runs git.
+func FindDir(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, DirName)); err == nil && fi.IsDir() {
+			return filepath.Join(d, DirName), nil
+		}
+		gitPath := filepath.Join(d, ".git")
+		if fi, err := os.Lstat(gitPath); err == nil {
+			if fi.Mode().IsRegular() {
+				if main, ok := mainFromGitFile(gitPath); ok {
+					if fi, err := os.Stat(filepath.Join(main, DirName)); err == nil && fi.IsDir() {
+						return filepath.Join(main, DirName), nil
+					}
+				}
+			}
+			return "", fmt.Errorf("%w: %s is a git repository without %s (run orch init there)", ErrNoRepo, d, DirName)
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%w: no %s found from %s upwards (run orch init in the repo, or set ORCH_URL and ORCH_CREDS)", ErrNoRepo, DirName, dir)
+		}
+	}
+}
+
+// mainFromGitFile follows a worktree's ".git" file ("gitdir: <main>/.git/worktrees/<name>")
+// to the main repository's top level.
+func mainFromGitFile(path string) (string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	line := strings.TrimSpace(string(data))
+	gitdir, ok := strings.CutPrefix(line, "gitdir:")
+	if !ok {
+		return "", false
+	}
+	gitdir = strings.TrimSpace(gitdir)
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(filepath.Dir(path), gitdir)
+	}
+	// <main>/.git/worktrees/<name> -> <main>/.git -> <main>
+	wt := filepath.Dir(gitdir)
+	if filepath.Base(wt) != "worktrees" {
+		return "", false
+	}
+	common := filepath.Dir(wt)
+	return filepath.Dir(common), true
+}
+
+// ReadEndpoint reads broker.json from an .orch directory.
+func ReadEndpoint(orchDir string) (Endpoint, error) {
+	var ep Endpoint
+	data, err := os.ReadFile(filepath.Join(orchDir, BrokerFile))
+	if err != nil {
+		return ep, fmt.Errorf("%w: %v (is orch serve running?)", ErrNoBroker, err)
+	}
+	if err := json.Unmarshal(data, &ep); err != nil {
+		return ep, fmt.Errorf("%w: %s: %v", ErrNoBroker, BrokerFile, err)
+	}
+	if ep.Prefix == "" {
+		ep.Prefix = DefaultPfx
+	}
+	return ep, nil
+}
+
+// WorkerConfig builds the worker role's config. The environment wins:
+// ORCH_URL with ORCH_TOKEN (the seed itself) or ORCH_CREDS (a file holding
+// it), ORCH_PREFIX, ORCH_SPOOL. What it does not give is read from the .orch
+// directory found from cwd (or named by ORCH_DIR).
+func WorkerConfig(env Env, cwd string) (Config, error) {
+	cfg := Config{Inbox: WorkerInbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL")}
+	if d, err := time.ParseDuration(env("ORCH_NOTIFY_TIMEOUT")); err == nil && d > 0 {
+		cfg.Timeout = d
+	}
+	orchDir := env("ORCH_DIR")
+	var dirErr error
+	if orchDir == "" {
+		orchDir, dirErr = FindDir(cwd)
+	}
+	if orchDir != "" {
+		if cfg.SpoolDir == "" {
+			cfg.SpoolDir = filepath.Join(orchDir, SpoolDir)
+		}
+		if cfg.URL == "" || cfg.Prefix == "" {
+			if ep, err := ReadEndpoint(orchDir); err == nil {
+				if cfg.URL == "" {
+					cfg.URL = ep.URL
+				}
+				if cfg.Prefix == "" {
+					cfg.Prefix = ep.Prefix
+				}
+			}
+		}
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPfx
+	}
+	switch {
+	case env("ORCH_TOKEN") != "":
+		cfg.Seed = []byte(strings.TrimSpace(env("ORCH_TOKEN")))
+	case env("ORCH_CREDS") != "":
+		seed, err := readSeed(env("ORCH_CREDS"))
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Seed = seed
+	case orchDir != "":
+		seed, err := readSeed(filepath.Join(orchDir, CredsDir, WorkerCreds))
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Seed = seed
+	default:
+		return cfg, dirErr
+	}
+	if cfg.URL == "" && cfg.SpoolDir == "" {
+		return cfg, fmt.Errorf("%w: no ORCH_URL and no .orch directory to spool into", ErrNoBroker)
+	}
+	return cfg, nil
+}
+
+// LeadConfig builds the lead role's config from an .orch directory, for the
+// orch CLI talking to a running orch serve.
+func LeadConfig(orchDir string) (Config, error) {
+	ep, err := ReadEndpoint(orchDir)
+	if err != nil {
+		return Config{}, err
+	}
+	seed, err := readSeed(filepath.Join(orchDir, CredsDir, LeadCreds))
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{URL: ep.URL, Prefix: ep.Prefix, Seed: seed, SpoolDir: filepath.Join(orchDir, SpoolDir), Timeout: 3 * time.Second}, nil
+}
+
+func readSeed(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
+	}
+	return []byte(strings.TrimSpace(string(data))), nil
+}
+
+// Connect opens a connection with the role's NKey. It does not reconnect:
+// callers are short-lived, and a lost broker means "spool", not "wait".
+func Connect(cfg Config, name string) (*nats.Conn, error) {
+	kp, err := nkeys.FromSeed(cfg.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the seed is not a valid NKey seed", ErrNoCreds)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.Nkey(pub, kp.Sign),
+		nats.Timeout(cfg.Timeout),
+		nats.NoReconnect(),
+	}
+	if cfg.Inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.Inbox))
+	}
+	return nats.Connect(cfg.URL, opts...)
+}
+
+// Result says how an event was kept.
+type Result struct {
+	Acked     bool   // stored by the broker
+	Duplicate bool   // the broker already had this id
+	Seq       uint64 // stream sequence, when acked
+	Spooled   string // spool file, when not acked
+	PubErr    error  // why publishing failed, when spooled
+}
+
+// Send publishes e and waits for the durable acknowledgement; when the
+// broker cannot be reached or does not answer within cfg.Timeout it writes
+// e to the spool instead. An error means the event was not kept at all.
+func Send(cfg Config, e event.Event) (Result, error) {
+	deadline := time.Now().Add(cfg.Timeout)
+	var res Result
+	if cfg.URL != "" {
+		seq, dup, err := publish(cfg, e, deadline)
+		if err == nil {
+			return Result{Acked: true, Duplicate: dup, Seq: seq}, nil
+		}
+		if errors.Is(err, ErrRejected) {
+			// The broker answered and refused: spooling would only replay the refusal.
+			return res, fmt.Errorf("%w: %v", event.ErrNotKept, err)
+		}
+		res.PubErr = err
+	} else {
+		res.PubErr = fmt.Errorf("%w: no broker URL", ErrNoBroker)
+	}
+	if cfg.SpoolDir == "" {
+		return res, fmt.Errorf("%w: %v, and there is no spool directory", event.ErrNotKept, res.PubErr)
+	}
+	path, err := event.WriteSpool(cfg.SpoolDir, e)
+	if err != nil {
+		return res, fmt.Errorf("%w: %v; %v", event.ErrNotKept, res.PubErr, err)
+	}
+	res.Spooled = path
+	return res, nil
+}
+
+type pubAck struct {
+	Stream    string `json:"stream"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+	Error     *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// publish is a JetStream publish done by hand on the core client: a request
+// whose reply is the stream's PubAck. It keeps orch-notify from linking the
+// jetstream package.
+func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error) {
+	c := cfg
+	c.Timeout = time.Until(deadline)
+	nc, err := Connect(c, "orch-notify")
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
+	}
+	defer nc.Close()
+	return PublishOn(nc, cfg.Prefix, e, time.Until(deadline))
+}
+
+// PublishOn publishes e on an open connection and waits up to timeout for
+// the durable acknowledgement. The event id is the message id, so the
+// broker drops a second copy inside its duplicate window.
+func PublishOn(nc *nats.Conn, prefix string, e event.Event, timeout time.Duration) (uint64, bool, error) {
+	msg := nats.NewMsg(event.Subject(prefix, e.Kind))
+	msg.Header.Set(nats.MsgIdHdr, e.ID)
+	msg.Data = e.Marshal()
+	reply, err := nc.RequestMsg(msg, timeout)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return 0, false, fmt.Errorf("%w: no stream stores %s", ErrNoBroker, msg.Subject)
+		}
+		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
+	}
+	var ack pubAck
+	if err := json.Unmarshal(reply.Data, &ack); err != nil {
+		return 0, false, fmt.Errorf("%w: unreadable acknowledgement: %v", ErrRejected, err)
+	}
+	if ack.Error != nil {
+		return 0, false, fmt.Errorf("%w: %s (code %d)", ErrRejected, ack.Error.Description, ack.Error.ErrCode)
+	}
+	return ack.Seq, ack.Duplicate, nil
+}
