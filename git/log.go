@@ -1,0 +1,94 @@
+package git
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Commit is one commit as Log reports it.
+type Commit struct {
+	SHA     string
+	Subject string
+	Time    time.Time // committer date
+}
+
+// Head returns the full sha of HEAD, or ErrNoCommits on an unborn branch.
+func (r *Repo) Head(ctx context.Context) (string, error) {
+	out, err := r.git(ctx, "rev-parse", "--verify", "-q", "HEAD")
+	if err != nil {
+		if exitCode(err) == 1 {
+			return "", fmt.Errorf("head: %w", ErrNoCommits)
+		}
+		return "", fmt.Errorf("head: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Log returns up to n commits reachable from HEAD, newest first, touching
+// paths when any are given. n <= 0 means no limit. An unborn branch has an
+// empty log.
+func (r *Repo) Log(ctx context.Context, n int, paths ...string) ([]Commit, error) {
+	// --ignore-missing makes an unborn HEAD an empty history, not an error.
+	args := []string{"log", "--ignore-missing", "--format=%H%x00%ct%x00%s%x1e"}
+	if n > 0 {
+		args = append(args, "-n", strconv.Itoa(n))
+	}
+	args = append(args, "HEAD", "--")
+	out, err := r.git(ctx, append(args, paths...)...)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	var commits []Commit
+	for _, rec := range records(out) {
+		f := strings.SplitN(rec, "\x00", 3)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("log: unexpected output %q", rec)
+		}
+		secs, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("log: commit %s: bad time %q", f[0], f[1])
+		}
+		commits = append(commits, Commit{SHA: f[0], Subject: f[2], Time: time.Unix(secs, 0)})
+	}
+	return commits, nil
+}
+
+// FindTrailer returns the sha of the newest commit reachable from HEAD whose
+// message carries the trailer "key: value" exactly, or "" when none does.
+// It is how the lead loop learns that an event was already handled.
+func (r *Repo) FindTrailer(ctx context.Context, key, value string) (string, error) {
+	if key == "" || strings.ContainsAny(key, ":,)%\n\t ") || strings.ContainsAny(value, "\n") {
+		return "", fmt.Errorf("find trailer %q: %q: invalid key or value", key, value)
+	}
+	// --grep narrows the search cheaply; it also matches the text in a
+	// subject, a body or a longer value, so each candidate's parsed trailers
+	// decide.
+	out, err := r.git(ctx, "log", "--ignore-missing", "-F", "--grep="+key+": "+value,
+		"--format=%H%x00%(trailers:key="+key+",valueonly,unfold)%x1e", "HEAD", "--")
+	if err != nil {
+		return "", fmt.Errorf("find trailer %s: %s: %w", key, value, err)
+	}
+	for _, rec := range records(out) {
+		sha, vals, _ := strings.Cut(rec, "\x00")
+		for _, v := range strings.Split(vals, "\n") {
+			if strings.TrimSpace(v) == value {
+				return sha, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// records splits output written with a %x1e terminator per commit.
+func records(out []byte) []string {
+	var recs []string
+	for _, rec := range strings.Split(string(out), "\x1e") {
+		if rec = strings.TrimLeft(rec, "\n"); rec != "" {
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}

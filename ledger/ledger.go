@@ -1,0 +1,333 @@
+// Package ledger is the bet ledger: LEDGER.jsonl at the repository root, one
+// JSON record per line, only ever appended to, so every change shows in
+// `git log -p` as one added line. An "entry" record is one harvested plan
+// (a bet when it names a metric); a "settle" record later gives a bet its
+// measurement and outcome without rewriting the entry's line. Load folds the
+// records back into entries.
+//
+// The package only reads and writes the file. Callers commit it (package
+// git) and serialise writers (the lead loop holds a lock).
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File is the ledger's name, relative to the repository root.
+const File = "LEDGER.jsonl"
+
+// Outcomes of a bet.
+const (
+	Open = "open"
+	Won  = "won"
+	Lost = "lost"
+)
+
+// dateLayout is the layout of CheckBy.
+const dateLayout = "2006-01-02"
+
+// Entry is one harvested plan, with the bet it makes if Metric is set.
+type Entry struct {
+	ID        int        `json:"id"`
+	Plan      string     `json:"plan"`
+	Worker    string     `json:"worker"`
+	Status    string     `json:"status"`
+	Commit    string     `json:"commit"`
+	Time      time.Time  `json:"time"`
+	Event     string     `json:"event,omitempty"`
+	Metric    string     `json:"metric,omitempty"`
+	Baseline  *float64   `json:"baseline,omitempty"`
+	Target    *float64   `json:"target,omitempty"`
+	Direction string     `json:"direction,omitempty"`
+	CheckBy   string     `json:"check_by,omitempty"`
+	Measured  *float64   `json:"measured,omitempty"`
+	Outcome   string     `json:"outcome,omitempty"`
+	SettledAt *time.Time `json:"settled_at,omitempty"`
+}
+
+// IsBet reports whether the entry claims to move a metric.
+func (e Entry) IsBet() bool { return e.Metric != "" }
+
+// entryRecord is an entry's line on disk; the type key comes first.
+type entryRecord struct {
+	Type string `json:"type"`
+	Entry
+}
+
+// settleRecord is a settlement's line on disk.
+type settleRecord struct {
+	Type     string    `json:"type"`
+	ID       int       `json:"id"`
+	Measured float64   `json:"measured"`
+	Outcome  string    `json:"outcome"`
+	Time     time.Time `json:"time"`
+}
+
+// anyRecord decodes either kind of line.
+type anyRecord struct {
+	Type     string    `json:"type"`
+	ID       int       `json:"id"`
+	Measured *float64  `json:"measured"`
+	Outcome  string    `json:"outcome"`
+	Time     time.Time `json:"time"`
+}
+
+// Load reads the ledger under root and returns its entries in file order,
+// settlements folded in. A missing file is an empty ledger.
+func Load(root string) ([]Entry, error) {
+	data, err := os.ReadFile(filepath.Join(root, File))
+	if errors.Is(err, fs.ErrNotExist) {
+		return []Entry{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load ledger: %w", err)
+	}
+	return parse(data)
+}
+
+func parse(data []byte) ([]Entry, error) {
+	entries := []Entry{}
+	index := map[int]int{} // id -> position in entries
+	for n, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s line %d: %w: %s", File, n+1, ErrMalformed, fmt.Sprintf(format, args...))
+		}
+		var rec anyRecord
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return nil, bad("%v", err)
+		}
+		if rec.ID <= 0 {
+			return nil, bad("missing or invalid id")
+		}
+		switch rec.Type {
+		case "entry":
+			var er entryRecord
+			if err := json.Unmarshal(line, &er); err != nil {
+				return nil, bad("%v", err)
+			}
+			if _, dup := index[er.ID]; dup {
+				return nil, bad("duplicate id %d", er.ID)
+			}
+			if er.IsBet() && er.Outcome == "" {
+				er.Outcome = Open
+			}
+			index[er.ID] = len(entries)
+			entries = append(entries, er.Entry)
+		case "settle":
+			i, ok := index[rec.ID]
+			switch {
+			case !ok:
+				return nil, bad("settles unknown id %d", rec.ID)
+			case !entries[i].IsBet():
+				return nil, bad("settles id %d, which is not a bet", rec.ID)
+			case entries[i].Outcome != Open:
+				return nil, bad("settles id %d again", rec.ID)
+			case rec.Outcome != Won && rec.Outcome != Lost:
+				return nil, bad("outcome %q", rec.Outcome)
+			case rec.Measured == nil:
+				return nil, bad("settlement without measured")
+			}
+			at := rec.Time
+			entries[i].Measured = rec.Measured
+			entries[i].Outcome = rec.Outcome
+			entries[i].SettledAt = &at
+		default:
+			return nil, bad("unknown type %q", rec.Type)
+		}
+	}
+	return entries, nil
+}
+
+// Append adds e to the ledger under root with the next free id and returns
+// it as recorded, with added true. If e has an Event and an entry with the
+// same Event is already there, nothing is written and that entry is returned
+// with added false, so a redelivered event has one effect. A bet without an
+// outcome is recorded as open. Time is kept to the second.
+func Append(root string, e Entry) (got Entry, added bool, err error) {
+	if err := validate(&e); err != nil {
+		return Entry{}, false, fmt.Errorf("append %s: %w", e.Plan, err)
+	}
+	data, err := readLedger(root)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("append %s: %w", e.Plan, err)
+	}
+	entries, err := parse(data)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("append %s: %w", e.Plan, err)
+	}
+	maxID := 0
+	for _, old := range entries {
+		if e.Event != "" && old.Event == e.Event {
+			return old, false, nil
+		}
+		maxID = max(maxID, old.ID)
+	}
+	e.ID = maxID + 1
+	if err := appendLine(root, data, entryRecord{Type: "entry", Entry: e}); err != nil {
+		return Entry{}, false, fmt.Errorf("append %s: %w", e.Plan, err)
+	}
+	return e, true, nil
+}
+
+func validate(e *Entry) error {
+	e.Time = e.Time.Truncate(time.Second)
+	if e.SettledAt != nil {
+		at := e.SettledAt.Truncate(time.Second)
+		e.SettledAt = &at
+	}
+	if !e.IsBet() {
+		if e.Outcome != "" {
+			return fmt.Errorf("outcome %q on an entry without a metric: %w", e.Outcome, ErrBadOutcome)
+		}
+		return nil
+	}
+	switch e.Outcome {
+	case "":
+		e.Outcome = Open
+	case Open, Won, Lost:
+	default:
+		return fmt.Errorf("outcome %q: %w", e.Outcome, ErrBadOutcome)
+	}
+	switch e.Direction {
+	case "", "lower", "higher":
+	default:
+		return fmt.Errorf("direction %q (want lower or higher): %w", e.Direction, ErrBadEntry)
+	}
+	if e.CheckBy != "" {
+		if _, err := time.Parse(dateLayout, e.CheckBy); err != nil {
+			return fmt.Errorf("check_by %q (want YYYY-MM-DD): %w", e.CheckBy, ErrBadEntry)
+		}
+	}
+	for _, f := range []*float64{e.Baseline, e.Target, e.Measured} {
+		if f != nil && (math.IsNaN(*f) || math.IsInf(*f, 0)) {
+			return fmt.Errorf("number %v: %w", *f, ErrBadEntry)
+		}
+	}
+	return nil
+}
+
+// Settle records the measurement and outcome (won or lost) of the open bet
+// id, by appending a settle record, and returns the settled entry.
+func Settle(root string, id int, measured float64, outcome string, now time.Time) (Entry, error) {
+	if outcome != Won && outcome != Lost {
+		return Entry{}, fmt.Errorf("settle %d: outcome %q: %w", id, outcome, ErrBadOutcome)
+	}
+	if math.IsNaN(measured) || math.IsInf(measured, 0) {
+		return Entry{}, fmt.Errorf("settle %d: measured %v is not a number", id, measured)
+	}
+	data, err := readLedger(root)
+	if err != nil {
+		return Entry{}, fmt.Errorf("settle %d: %w", id, err)
+	}
+	entries, err := parse(data)
+	if err != nil {
+		return Entry{}, fmt.Errorf("settle %d: %w", id, err)
+	}
+	e, ok := Find(entries, id)
+	switch {
+	case !ok:
+		return Entry{}, fmt.Errorf("settle %d: %w", id, ErrNoEntry)
+	case !e.IsBet():
+		return Entry{}, fmt.Errorf("settle %d: %w", id, ErrNotBet)
+	case e.Outcome != Open:
+		return Entry{}, fmt.Errorf("settle %d: %w (%s)", id, ErrSettled, e.Outcome)
+	}
+	now = now.Truncate(time.Second)
+	rec := settleRecord{Type: "settle", ID: id, Measured: measured, Outcome: outcome, Time: now}
+	if err := appendLine(root, data, rec); err != nil {
+		return Entry{}, fmt.Errorf("settle %d: %w", id, err)
+	}
+	e.Measured = &measured
+	e.Outcome = outcome
+	e.SettledAt = &now
+	return e, nil
+}
+
+// Due returns the open bets whose check_by date is today or earlier, in
+// ledger order. Dates compare in today's location.
+func Due(entries []Entry, today time.Time) []Entry {
+	day := today.Format(dateLayout)
+	due := []Entry{}
+	for _, e := range entries {
+		if !e.IsBet() || e.Outcome != Open || e.CheckBy == "" {
+			continue
+		}
+		// Reformat so that a hand-written 2026-1-2 would still compare right;
+		// an unparsable date is never due.
+		d, err := time.Parse(dateLayout, e.CheckBy)
+		if err != nil {
+			continue
+		}
+		if d.Format(dateLayout) <= day {
+			due = append(due, e)
+		}
+	}
+	return due
+}
+
+// Find returns the entry with id.
+func Find(entries []Entry, id int) (Entry, bool) {
+	for _, e := range entries {
+		if e.ID == id {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+func readLedger(root string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(root, File))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// appendLine writes rec as one line at the end of the ledger and syncs it.
+// data is the ledger as last read: if a hand edit left it without a final
+// newline, one is written first so records never share a line.
+func appendLine(root string, data []byte, rec any) error {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		line = append([]byte("\n"), line...)
+	}
+	line = append(line, '\n')
+	path := filepath.Join(root, File)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if data == nil {
+		// The file is new: make its directory entry durable too.
+		if d, err := os.Open(root); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
