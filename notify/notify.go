@@ -303,6 +303,13 @@ func PublishOn(nc *nats.Conn, prefix string, e event.Event, timeout time.Duratio
 	msg := nats.NewMsg(event.Subject(prefix, e.Kind))
 	msg.Header.Set(nats.MsgIdHdr, e.ID)
 	msg.Data = e.Marshal()
+	return PublishMsg(nc, msg, timeout)
+}
+
+// PublishMsg publishes msg to the stream that stores its subject and waits
+// up to timeout for the PubAck. The message id header, if set, makes the
+// broker drop a second copy.
+func PublishMsg(nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (uint64, bool, error) {
 	reply, err := nc.RequestMsg(msg, timeout)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {

@@ -48,7 +48,12 @@ type Pane struct {
 	PID            int
 	Index          int
 	CurrentCommand string
+	Worker         string // the pane's @orch_worker option, set by SetPaneOption
 }
+
+// WorkerOption is the pane user option that names the worker in a pane.
+// Unlike the pane title, a program in the pane cannot change it.
+const WorkerOption = "@orch_worker"
 
 var paneIDRe = regexp.MustCompile(`^%[0-9]+$`)
 
@@ -168,6 +173,21 @@ func (c *Client) SetOption(ctx context.Context, target, option, value string) er
 	return nil
 }
 
+// SetPaneOption sets a pane option (set-option -p) on a pane id, for
+// example WorkerOption.
+func (c *Client) SetPaneOption(ctx context.Context, pane, option, value string) error {
+	if !ValidPaneID(pane) {
+		return fmt.Errorf("set pane option %s: %w: %q", option, ErrBadPane, pane)
+	}
+	if hasControl(value) {
+		return fmt.Errorf("set pane option %s: %w", option, ErrUnsafeText)
+	}
+	if _, err := c.run(ctx, "set-option", "-p", "-t", pane, option, value); err != nil {
+		return fmt.Errorf("set pane option %s on %s: %w", option, pane, noSession(err))
+	}
+	return nil
+}
+
 // SetHook sets hook (for example pane-died) on target (a session name or a
 // pane id) to run the tmux command string command.
 func (c *Client) SetHook(ctx context.Context, target, hook, command string) error {
@@ -224,7 +244,7 @@ func (c *Client) Capture(ctx context.Context, pane string, lines int) (string, e
 
 // paneFormat lists the fields ListPanes parses, tab-separated; tmux refuses
 // control characters in titles, so a tab cannot shift the columns.
-const paneFormat = "#{pane_id}\t#{pane_title}\t#{pane_dead}\t#{pane_pid}\t#{pane_index}\t#{pane_current_command}"
+const paneFormat = "#{pane_id}\t#{pane_title}\t#{pane_dead}\t#{pane_pid}\t#{pane_index}\t#{" + WorkerOption + "}\t#{pane_current_command}"
 
 // ListPanes lists every pane of every window in session.
 func (c *Client) ListPanes(ctx context.Context, session string) ([]Pane, error) {
@@ -250,8 +270,8 @@ func (c *Client) ListPanes(ctx context.Context, session string) ([]Pane, error) 
 }
 
 func parsePane(line string) (Pane, error) {
-	f := strings.SplitN(line, "\t", 6)
-	if len(f) != 6 || !ValidPaneID(f[0]) {
+	f := strings.SplitN(line, "\t", 7)
+	if len(f) != 7 || !ValidPaneID(f[0]) {
 		return Pane{}, fmt.Errorf("unexpected list-panes line %q", line)
 	}
 	pid, err := strconv.Atoi(f[3])
@@ -262,7 +282,7 @@ func parsePane(line string) (Pane, error) {
 	if err != nil {
 		return Pane{}, fmt.Errorf("unexpected pane index in %q", line)
 	}
-	return Pane{ID: f[0], Title: f[1], Dead: f[2] == "1", PID: pid, Index: idx, CurrentCommand: f[5]}, nil
+	return Pane{ID: f[0], Title: f[1], Dead: f[2] == "1", PID: pid, Index: idx, Worker: f[5], CurrentCommand: f[6]}, nil
 }
 
 // HasSession reports whether session exists. tmux exits 1 both for a missing

@@ -171,13 +171,13 @@ func TestCaptureArgs(t *testing.T) {
 func TestListPanesParses(t *testing.T) {
 	c, f := newFake(t, "")
 	f.Expect("tmux", []string{"-u", "list-panes", "-s", "-t", "=orch-x:", "-F", paneFormat},
-		"%0\tw1\t0\t123\t0\tclaude\n%5\tw 2\t1\t456\t1\tbash\n", nil)
+		"%0\tw1\t0\t123\t0\tw1\tclaude\n%5\tw 2\t1\t456\t1\t\tbash\n", nil)
 	got, err := c.ListPanes(context.Background(), "orch-x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Pane{
-		{ID: "%0", Title: "w1", PID: 123, Index: 0, CurrentCommand: "claude"},
+		{ID: "%0", Title: "w1", PID: 123, Index: 0, Worker: "w1", CurrentCommand: "claude"},
 		{ID: "%5", Title: "w 2", Dead: true, PID: 456, Index: 1, CurrentCommand: "bash"},
 	}
 	if !reflect.DeepEqual(got, want) {

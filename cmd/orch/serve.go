@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orch-dev/orch/lead"
+)
+
+type serveOptions struct {
+	Workers int
+	Agent   string
+	Port    int
+	Verbose bool
+}
+
+func newServeCmd(s streams) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the lead loop in the foreground (with --workers, bring the fleet up in tmux)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Workers < 0 || o.Workers > 64 {
+				return usagef("--workers must be between 0 and 64")
+			}
+			if o.Workers > 0 && o.Agent == "" {
+				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
+			}
+			return serveRun(cmd.Context(), o, s)
+		},
+	}
+	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of worker panes to run in tmux")
+	cmd.Flags().StringVar(&o.Agent, "agent", "", "command each worker pane runs, e.g. \"claude\"")
+	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
+	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
+	return cmd
+}
+
+func serveRun(ctx context.Context, o *serveOptions, s streams) error {
+	root, err := repoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	level := slog.LevelInfo
+	if o.Verbose {
+		level = slog.LevelDebug
+	}
+	return lead.Run(ctx, lead.Config{
+		Root:       root,
+		Workers:    o.Workers,
+		Agent:      o.Agent,
+		TmuxSocket: tmuxSocket(),
+		BinDir:     binDir(),
+		Port:       o.Port,
+		Logger:     slog.New(lead.NewLineHandler(s.Err, level)),
+	})
+}

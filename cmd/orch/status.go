@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orch-dev/orch/lead"
+)
+
+type statusOptions struct{ JSON bool }
+
+func newStatusCmd(s streams) *cobra.Command {
+	o := &statusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Workers and plans, from recorded events and git (never from the screen)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return statusRun(cmd.Context(), o, s) },
+	}
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print one JSON document")
+	return cmd
+}
+
+func statusRun(ctx context.Context, o *statusOptions, s streams) error {
+	root, err := repoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := lead.Status(root)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSON(s.Out, v)
+	}
+	printStatus(s, v)
+	return nil
+}
+
+func printStatus(s streams, v lead.StatusView) {
+	if v.Serving {
+		fmt.Fprintf(s.Out, "lead loop: running (pid %d)\n", v.PID)
+	} else {
+		fmt.Fprintln(s.Out, "lead loop: not running")
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSTATE\tPLAN\tPANE\t")
+	for _, w := range v.Workers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.ID, w.State, dash(w.Plan), dash(w.Pane), w.Reason)
+	}
+	tw.Flush()
+	fmt.Fprintln(s.Out)
+	tw = tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLAN\tSTATE\tWORKER\tDEPENDS ON\tNOTE")
+	for _, p := range v.Plans {
+		note := p.Waiting
+		switch {
+		case p.Reason != "":
+			note = p.Reason
+		case p.State == lead.PlanDone:
+			note = p.Status
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.State, dash(p.Worker), dash(strings.Join(p.DependsOn, ",")), clip(note, 70))
+	}
+	tw.Flush()
+	for _, r := range v.Rejected {
+		fmt.Fprintf(s.Out, "refused %s %s from %s: %s\n", r.Kind, r.Plan, dash(r.Worker), r.Reason)
+	}
+	for id, e := range v.Errors {
+		fmt.Fprintf(s.Out, "not yet handled (retrying): event %s: %s\n", id, e)
+	}
+	for _, p := range v.Problems {
+		fmt.Fprintf(s.Out, "problem: %s\n", p)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

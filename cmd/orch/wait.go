@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/orch-dev/orch/lead"
+)
+
+type waitOptions struct {
+	Timeout time.Duration
+	JSON    bool
+}
+
+func newWaitCmd(s streams) *cobra.Command {
+	o := &waitOptions{}
+	cmd := &cobra.Command{
+		Use:   "wait",
+		Short: "Block until the next callback the lead has not seen, and print it",
+		Long: "Block until the lead loop has a callback the lead has not seen yet and print it as\n" +
+			"WORKER-DONE <plan>: <status>, WORKER-BLOCKED <plan>: <reason> or WORKER-FAILED <plan>: <why>.\n" +
+			"Each callback is printed by exactly one orch wait. Exit 1 on --timeout.",
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error { return waitRun(cmd.Context(), o, s) },
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "give up after this long (e.g. 30s); 0 waits forever")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the callback as JSON")
+	return cmd
+}
+
+func waitRun(ctx context.Context, o *waitOptions, s streams) error {
+	root, err := repoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	cb, err := lead.Wait(ctx, root, o.Timeout)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSON(s.Out, cb)
+	}
+	_, err = fmt.Fprintln(s.Out, cb.Line)
+	return err
+}

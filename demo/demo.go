@@ -1,0 +1,153 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/ledger"
+	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// ErrNoTmux means tmux is not installed.
+var ErrNoTmux = errors.New("orch demo needs tmux: install it (Debian/Ubuntu: sudo apt-get install -y tmux; macOS: brew install tmux) and run orch demo again")
+
+// ErrNoNotify means orch-notify is not next to orch.
+var ErrNoNotify = errors.New("orch-notify is not next to orch: build both with go build -o bin/ ./cmd/... and run bin/orch demo")
+
+// Options configure a demo run.
+type Options struct {
+	Out     io.Writer
+	OrchBin string // path of the orch binary (runs the scripted agent)
+	BinDir  string // where orch-notify is
+	Dir     string // scratch repo; empty makes a temporary one
+	Workers int
+	Keep    bool // leave the tmux session running at the end
+}
+
+// demoPlans: six plans, a small dependency graph, each with a bit of work.
+var demoPlans = []struct {
+	name, body string
+	deps       []string
+}{
+	{"schema", "Define the data schema.\nagent: sleep 900ms\nagent: write src/schema.sql create table users (id int);\nagent: status schema defined: 1 table", nil},
+	{"lint-config", "Add a lint configuration.\nagent: sleep 700ms\nagent: write .lint.toml strict = true\nagent: status lint config added", nil},
+	{"api", "Implement the API on the schema.\nagent: sleep 1200ms\nagent: write src/api.go package api\nagent: status api: 3 endpoints", []string{"schema"}},
+	{"client", "Implement the client on the schema.\nagent: sleep 1000ms\nagent: write src/client.go package client\nagent: status client generated", []string{"schema"}},
+	{"tests", "Test the API through the client.\nagent: sleep 1100ms\nagent: write src/api_test.go package api\nagent: status 12 tests pass", []string{"api", "client"}},
+	{"docs", "Document the API.\nagent: sleep 600ms\nagent: write docs/API.md # API\nagent: status docs written", []string{"api", "lint-config"}},
+}
+
+// Run runs the whole loop on a scratch repo: init, plans, a fleet of
+// scripted agents in tmux, dispatch, callbacks as they arrive, then the
+// status and the ledger.
+func Run(ctx context.Context, o Options) (err error) {
+	start := time.Now()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		return ErrNoTmux
+	}
+	if _, err := os.Stat(filepath.Join(o.BinDir, "orch-notify")); err != nil {
+		return ErrNoNotify
+	}
+	if o.Workers == 0 {
+		o.Workers = 3
+	}
+	if o.Dir == "" {
+		if o.Dir, err = os.MkdirTemp("", "orch-demo-"); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(o.Out, "orch demo: scratch repo %s, %d scripted workers in tmux\n\n", o.Dir, o.Workers)
+	if _, err := lead.Init(ctx, o.Dir); err != nil {
+		return err
+	}
+	for _, p := range demoPlans {
+		if _, err := lead.NewPlan(ctx, o.Dir, &plans.Plan{Name: p.name, DependsOn: p.deps, Body: p.body + "\n"}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(o.Out, "wrote %d plans: schema → api, client → tests; api, lint-config → docs\n\n", len(demoPlans))
+
+	socket := "orch-demo-" + strconv.Itoa(os.Getpid())
+	tc := tmux.New(socket)
+	defer func() {
+		if !o.Keep {
+			tc.KillServer(context.Background())
+		}
+	}()
+	loopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ready := make(chan string, 1)
+	loopErr := make(chan error, 1)
+	go func() {
+		loopErr <- lead.Run(loopCtx, lead.Config{
+			Root: o.Dir, Workers: o.Workers, Agent: shellQuote(o.OrchBin) + " agent",
+			TmuxSocket: socket, BinDir: o.BinDir,
+			Logger: slog.New(lead.NewLineHandler(o.Out, slog.LevelInfo)),
+			Ready:  func(url string) { ready <- url },
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-loopErr:
+		return fmt.Errorf("lead loop: %w", err)
+	}
+	fmt.Fprintf(o.Out, "\nwatch the fleet: tmux -L %s attach -t %s\n\n", socket, tmux.SessionName(o.Dir))
+	for _, p := range demoPlans {
+		if _, err := lead.Dispatch(ctx, o.Dir, p.name, ""); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < len(demoPlans); i++ {
+		cb, err := lead.Wait(ctx, o.Dir, 30*time.Second)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, ">>> callback %d/%d: %s\n", i+1, len(demoPlans), cb.Line)
+	}
+	stop()
+	if err := <-loopErr; err != nil {
+		return err
+	}
+	v, err := lead.Status(o.Dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "\nall %d plans harvested in %.1fs\n\n", len(demoPlans), time.Since(start).Seconds())
+	printSummary(o.Out, v, o.Dir)
+	return nil
+}
+
+func printSummary(w io.Writer, v lead.StatusView, dir string) {
+	fmt.Fprintln(w, "orch status:")
+	for _, wk := range v.Workers {
+		fmt.Fprintf(w, "  %-4s %-5s\n", wk.ID, wk.State)
+	}
+	for _, p := range v.Plans {
+		fmt.Fprintf(w, "  %-12s %-6s %-3s %.10s  %s\n", p.Name, p.State, p.Worker, p.Result, p.Status)
+	}
+	entries, err := ledger.Load(dir)
+	if err != nil {
+		fmt.Fprintf(w, "\nledger: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "\nledger (%s, committed):\n", ledger.File)
+	for _, e := range entries {
+		fmt.Fprintf(w, "  #%d %-12s %-3s %.10s  %s\n", e.ID, e.Plan, e.Worker, e.Commit, e.Status)
+	}
+	fmt.Fprintf(w, "\nsee the harvest and ledger commits: git -C %s log --oneline\n", dir)
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

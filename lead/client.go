@@ -1,0 +1,324 @@
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/ledger"
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
+)
+
+// This file holds what the orch CLI does besides serve: each function works
+// on the repo and, where it must, talks to the running lead loop through the
+// broker. None of them mutates the lead loop's state file: changes reach
+// the loop as commands in the stream, so the loop stays its only writer.
+
+// FindRoot returns the main repo root for dir (a linked worktree counts as
+// the repo).
+func FindRoot(ctx context.Context, dir string) (string, error) {
+	r, err := git.Open(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	return r.Root, nil
+}
+
+// WithGitLock runs fn holding the lock that serialises orch's commits.
+func WithGitLock(root string, fn func() error) error {
+	lk, err := flock.Exclusive(filepath.Join(OrchDir(root), GitLockFile))
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	return fn()
+}
+
+// InitResult says what Init did.
+type InitResult struct {
+	Root    string `json:"root"`
+	Created bool   `json:"created_repo"`
+	Commit  string `json:"commit,omitempty"`
+}
+
+// Init prepares dir for orch: a git repo (made if missing), .orch/ with the
+// role credentials, plans/, the ledger, and .orch/ in .gitignore. Running it
+// again changes nothing.
+func Init(ctx context.Context, dir string) (InitResult, error) {
+	var res InitResult
+	repo, err := git.Open(ctx, dir)
+	if errors.Is(err, git.ErrNotRepo) {
+		if err := git.Init(ctx, dir); err != nil {
+			return res, fmt.Errorf("init: %w", err)
+		}
+		res.Created = true
+		repo, err = git.Open(ctx, dir)
+	}
+	if err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	root := repo.Root
+	res.Root = root
+	od := OrchDir(root)
+	if err := os.MkdirAll(od, 0o700); err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	if err := os.Chmod(od, 0o700); err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	if err := broker.EnsureCreds(od); err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	var paths []string
+	if changed, err := ensureLine(filepath.Join(root, ".gitignore"), "/"+notify.DirName+"/"); err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	} else if changed {
+		paths = append(paths, ".gitignore")
+	}
+	keep := filepath.Join(root, plans.Dir, ".gitkeep")
+	if err := os.MkdirAll(filepath.Dir(keep), 0o755); err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	if _, err := os.Stat(keep); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(keep, nil, 0o644); err != nil {
+			return res, fmt.Errorf("init: %w", err)
+		}
+		paths = append(paths, plans.Dir+"/.gitkeep")
+	}
+	if _, err := os.Stat(filepath.Join(root, ledger.File)); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(filepath.Join(root, ledger.File), nil, 0o644); err != nil {
+			return res, fmt.Errorf("init: %w", err)
+		}
+		paths = append(paths, ledger.File)
+	}
+	if len(paths) == 0 {
+		return res, nil
+	}
+	err = WithGitLock(root, func() error {
+		sha, err := repo.Commit(ctx, "orch init\n", paths...)
+		if errors.Is(err, git.ErrNothingToCommit) {
+			return nil
+		}
+		res.Commit = sha
+		return err
+	})
+	if err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	return res, nil
+}
+
+// ensureLine appends line to the file unless a line equal to it (or to its
+// common spellings) is already there.
+func ensureLine(path, line string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	bare := strings.Trim(line, "/")
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Trim(strings.TrimSpace(l), "/") == bare {
+			return false, nil
+		}
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		data = append(data, '\n')
+	}
+	data = append(data, line+"\n"...)
+	return true, os.WriteFile(path, data, 0o644)
+}
+
+// NewPlan writes plans/<name>/PLAN.md and commits it. Nothing is written
+// when the name, a dependency or the graph is wrong.
+func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
+	if err := plans.ValidateName(p.Name); err != nil {
+		return "", err
+	}
+	if err := p.Validate(); err != nil {
+		return "", err
+	}
+	all, err := plans.LoadAll(root)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := all[p.Name]; ok {
+		return "", fmt.Errorf("plan new %s: %w", p.Name, plans.ErrPlanExists)
+	}
+	all[p.Name] = p
+	if err := plans.CheckGraph(all); err != nil {
+		return "", fmt.Errorf("plan new %s: %w", p.Name, err)
+	}
+	repo, err := git.Open(ctx, root)
+	if err != nil {
+		return "", err
+	}
+	var sha string
+	err = WithGitLock(root, func() error {
+		if err := plans.Write(root, p); err != nil {
+			return err
+		}
+		sha, err = repo.Commit(ctx, "plan "+p.Name+"\n", plans.RelPlanPath(p.Name))
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("plan new %s: %w", p.Name, err)
+	}
+	return sha, nil
+}
+
+// DispatchResult says how a dispatch command was kept.
+type DispatchResult struct {
+	Plan    string `json:"plan"`
+	Event   string `json:"event"`
+	Spooled bool   `json:"spooled"`
+}
+
+// Dispatch asks the lead loop to queue a plan. The plan and its graph are
+// checked first; if orch serve is not running, the command is spooled and
+// takes effect when it starts.
+func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error) {
+	res := DispatchResult{Plan: name}
+	if err := plans.ValidateName(name); err != nil {
+		return res, err
+	}
+	if to != "" && !event.ValidWorker(to) {
+		return res, fmt.Errorf("dispatch %s: %w: --to %q is not a worker id like w1", name, ErrNoFleet, to)
+	}
+	all, err := plans.LoadAll(root)
+	if err != nil {
+		return res, fmt.Errorf("dispatch %s: %w", name, err)
+	}
+	if _, ok := all[name]; !ok {
+		return res, fmt.Errorf("dispatch %s: %w (write it with orch plan new %s)", name, plans.ErrNoPlan, name)
+	}
+	if err := plans.CheckGraph(all); err != nil {
+		return res, fmt.Errorf("dispatch %s: %w", name, err)
+	}
+	od := OrchDir(root)
+	cfg, err := notify.LeadConfig(od)
+	if err != nil || !Serving(root) {
+		cfg = notify.Config{SpoolDir: filepath.Join(od, notify.SpoolDir)}
+	}
+	e := event.New(event.Dispatch, name, "", to, "")
+	res.Event = e.ID
+	kept, err := notify.Send(cfg, e)
+	if err != nil {
+		return res, fmt.Errorf("dispatch %s: %w", name, err)
+	}
+	res.Spooled = kept.Spooled != ""
+	return res, nil
+}
+
+// Serving reports whether an orch serve holds the repo's lock, and its pid.
+func Serving(root string) bool {
+	_, held := flock.Holder(filepath.Join(OrchDir(root), LockFile))
+	return held
+}
+
+// ServePID returns the pid of the running orch serve, 0 if none.
+func ServePID(root string) int {
+	pid, held := flock.Holder(filepath.Join(OrchDir(root), LockFile))
+	if !held {
+		return 0
+	}
+	return pid
+}
+
+// Wait blocks until the lead loop has a callback the lead has not seen,
+// takes it (so the next Wait gets the next one) and returns it.
+func Wait(ctx context.Context, root string, timeout time.Duration) (Callback, error) {
+	var cb Callback
+	if !Serving(root) {
+		return cb, fmt.Errorf("wait: %w", ErrNotServing)
+	}
+	cfg, err := notify.LeadConfig(OrchDir(root))
+	if err != nil {
+		return cb, fmt.Errorf("wait: %w", err)
+	}
+	nc, err := notify.Connect(cfg, "orch-wait")
+	if err != nil {
+		return cb, fmt.Errorf("wait: %w: %v", ErrNotServing, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return cb, fmt.Errorf("wait: %w", err)
+	}
+	pc, err := js.PushConsumer(ctx, broker.StreamName, broker.WaitConsumer)
+	if err != nil {
+		return cb, fmt.Errorf("wait: %w", err)
+	}
+	got := make(chan jetstream.Msg, 1)
+	cc, err := pc.Consume(func(m jetstream.Msg) {
+		select {
+		case got <- m:
+		default: // cannot happen: the consumer has at most one message out
+		}
+	})
+	if err != nil {
+		return cb, fmt.Errorf("wait: %w", err)
+	}
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout) // one deadline, not a poll
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case m := <-got:
+		// Stop interest before acknowledging, so the server does not push
+		// the next callback to a client that is about to leave.
+		cc.Stop()
+		if err := nc.Flush(); err != nil {
+			return cb, fmt.Errorf("wait: %w", err)
+		}
+		if cb, err = ParseCallback(m.Data()); err != nil {
+			m.Term()
+			return cb, fmt.Errorf("wait: %w", err)
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := m.DoubleAck(actx); err != nil {
+			return cb, fmt.Errorf("wait: acknowledge: %w", err)
+		}
+		return cb, nil
+	case <-timer:
+		cc.Stop()
+		return cb, fmt.Errorf("wait: %w after %s", ErrTimeout, timeout)
+	case <-ctx.Done():
+		cc.Stop()
+		return cb, ctx.Err()
+	}
+}
+
+// Settle records a bet's measured outcome in the ledger and commits it.
+func Settle(ctx context.Context, root string, id int, measured float64, outcome string) (ledger.Entry, error) {
+	repo, err := git.Open(ctx, root)
+	if err != nil {
+		return ledger.Entry{}, err
+	}
+	var e ledger.Entry
+	err = WithGitLock(root, func() error {
+		var err error
+		if e, err = ledger.Settle(root, id, measured, outcome, time.Now()); err != nil {
+			return err
+		}
+		_, err = repo.Commit(ctx, fmt.Sprintf("ledger #%d settled: %s (measured %g)\n", id, outcome, measured), ledger.File)
+		return err
+	})
+	if err != nil {
+		return e, fmt.Errorf("settle #%d: %w", id, err)
+	}
+	return e, nil
+}

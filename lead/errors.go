@@ -1,0 +1,18 @@
+package lead
+
+import "errors"
+
+// ErrNotInitialised means the repo has no .orch/ directory.
+var ErrNotInitialised = errors.New("repo not initialised for orch")
+
+// ErrAlreadyServing means another orch serve holds the repo's lock.
+var ErrAlreadyServing = errors.New("orch serve is already running for this repo")
+
+// ErrNoFleet means a worker was addressed that has no pane.
+var ErrNoFleet = errors.New("no such worker in the fleet")
+
+// ErrNotServing means no orch serve is running for the repo.
+var ErrNotServing = errors.New("orch serve is not running for this repo (start it with orch serve)")
+
+// ErrTimeout means orch wait saw no callback in time.
+var ErrTimeout = errors.New("no callback")

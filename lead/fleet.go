@@ -1,0 +1,133 @@
+package lead
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// fleetUp brings up the tmux session with one pane per worker, or re-adopts
+// the panes of a session that is already there. A pane is adopted only if
+// its @orch_worker option names the worker: a pane that cannot be proven to
+// be the right worker is never typed into.
+func (l *Loop) fleetUp(ctx context.Context) error {
+	name := tmux.SessionName(l.cfg.Root)
+	l.st.Session = name
+	has, err := l.tmux.HasSession(ctx, name)
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	found := map[string]tmux.Pane{}
+	if has {
+		panes, err := l.tmux.ListPanes(ctx, name)
+		if err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
+		for _, p := range panes {
+			if p.Worker != "" && !p.Dead {
+				found[p.Worker] = p
+			}
+		}
+	}
+	now := l.cfg.Now().UTC()
+	for i := 1; i <= l.cfg.Workers; i++ {
+		id := fmt.Sprintf("w%d", i)
+		w := l.st.Worker(id)
+		if w == nil {
+			w = &Worker{ID: id, State: WorkerIdle, Since: now}
+			l.st.Workers = append(l.st.Workers, w)
+		}
+		if p, ok := found[id]; ok {
+			if w.Pane != p.ID {
+				l.log.Info("worker re-adopted in a renumbered pane", "worker", id, "pane", p.ID, "was", w.Pane)
+			}
+			w.Pane = p.ID
+			if w.State == WorkerDead {
+				w.State, w.Reason = WorkerIdle, ""
+			}
+			continue
+		}
+		pane, err := l.startPane(ctx, name, id, has || i > 1)
+		if err != nil {
+			return fmt.Errorf("fleet: start %s: %w", id, err)
+		}
+		has = true
+		if w.Plan != "" {
+			// Its old pane is gone, and with it the work in progress.
+			if p := l.st.Plans[w.Plan]; p != nil && (p.State == PlanDispatched || p.State == PlanRunning) {
+				p.State, p.Worker, p.Reason, p.Updated = PlanQueued, "", "worker "+id+" was restarted; queued again", now
+			}
+		}
+		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
+		l.log.Info("worker up", "worker", id, "pane", pane)
+	}
+	return l.save()
+}
+
+func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (string, error) {
+	env, err := l.workerEnv(id)
+	if err != nil {
+		return "", err
+	}
+	command := l.cfg.Agent
+	if l.cfg.BinDir != "" {
+		// The pane's shell may be a login shell that resets PATH from the
+		// user's profile; set it again right before the agent starts.
+		command = "export PATH=" + shellQuote(l.cfg.BinDir) + ":\"$PATH\"; exec " + command
+	}
+	var pane string
+	if split {
+		pane, err = l.tmux.SplitWindow(ctx, session, l.cfg.Root, env, command)
+	} else {
+		pane, err = l.tmux.NewSession(ctx, session, l.cfg.Root, env, command)
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := l.tmux.SetPaneOption(ctx, pane, tmux.WorkerOption, id); err != nil {
+		return "", err
+	}
+	if err := l.tmux.SetPaneTitle(ctx, pane, id); err != nil {
+		return "", err
+	}
+	return pane, nil
+}
+
+// workerEnv is what each worker's process gets: how to reach the broker,
+// which credentials to use, who it is, and orch-notify on its PATH. The
+// credentials travel as a file path, never as a value on a command line.
+func (l *Loop) workerEnv(id string) (map[string]string, error) {
+	env := map[string]string{
+		"ORCH_URL":    l.b.URL(),
+		"ORCH_CREDS":  filepath.Join(l.orchDir, notify.CredsDir, notify.WorkerCreds),
+		"ORCH_WORKER": id,
+		"ORCH_DIR":    l.orchDir,
+		// The tmux server may have been started by a client running in the
+		// C locale; the agent should see the user's locale instead.
+		"LC_ALL": os.Getenv("LC_ALL"),
+	}
+	if l.b.Prefix() != notify.DefaultPfx {
+		env["ORCH_PREFIX"] = l.b.Prefix()
+	}
+	path := os.Getenv("PATH")
+	if l.cfg.BinDir != "" && !strings.HasPrefix(path, l.cfg.BinDir+string(os.PathListSeparator)) {
+		path = l.cfg.BinDir + string(os.PathListSeparator) + path
+	}
+	env["PATH"] = path
+	return env, nil
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,316 @@
+package lead
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/ledger"
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
+)
+
+// retryDelay is how long the broker waits before redelivering an event
+// whose effect could not be committed (a git hook failed, the index was
+// locked). One timer in the server per failed attempt, not a poll.
+const retryDelay = 5 * time.Second
+
+// handleMsg applies one message and acknowledges it once its effect is
+// committed.
+func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
+	e, err := event.Parse(m.Data())
+	if err == nil {
+		err = plans.ValidateName(e.Plan)
+	}
+	if err != nil {
+		// It can never become valid: record it and drop it from the stream.
+		l.log.Warn("rejected malformed event", "subject", m.Subject(), "err", err)
+		l.st.reject(Rejection{Kind: "malformed", Reason: err.Error(), Time: l.cfg.Now().UTC()})
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+			m.NakWithDelay(retryDelay)
+			return
+		}
+		m.Term()
+		return
+	}
+	if e.Kind == event.Dispatch && !strings.Contains(m.Subject(), ".cmd.") {
+		l.refuse(e, "a dispatch command must come from the lead, not a worker")
+		if err := l.save(); err != nil {
+			m.NakWithDelay(retryDelay)
+			return
+		}
+		m.Term()
+		return
+	}
+	cb, err := l.apply(ctx, e)
+	if err != nil {
+		l.st.Errors[e.ID] = err.Error()
+		l.save()
+		l.log.Error("event not handled yet; it will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
+		m.NakWithDelay(retryDelay)
+		return
+	}
+	if cb != nil {
+		if err := l.publishCallback(cb); err != nil {
+			l.log.Error("callback not published; the event will be redelivered", "plan", e.Plan, "err", err)
+			m.NakWithDelay(retryDelay)
+			return
+		}
+	}
+	if _, had := l.st.Errors[e.ID]; had {
+		delete(l.st.Errors, e.ID)
+		l.save()
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		// The effect is committed and recorded; a redelivery will be a no-op.
+		l.log.Warn("ack", "event", e.ID, "err", err)
+	}
+}
+
+// apply gives an event its effect exactly once and returns the callback for
+// the lead, if the event warrants one. An error means nothing was recorded
+// as handled: the event is to be redelivered.
+func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
+	if h, ok := l.st.Handled[e.ID]; ok {
+		l.log.Info("duplicate event, no effect", "kind", e.Kind, "plan", e.Plan, "event", e.ID)
+		return h.Callback, nil
+	}
+	var (
+		cb   *Callback
+		note string
+		err  error
+	)
+	switch e.Kind {
+	case event.Dispatch:
+		note = l.queue(e)
+	case event.Started:
+		note = l.started(e)
+	case event.Done:
+		cb, note, err = l.done(ctx, e)
+	case event.Blocked:
+		cb, note = l.blocked(e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.st.Handled[e.ID] = &Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
+	if err := l.save(); err != nil {
+		return nil, err
+	}
+	return cb, nil
+}
+
+// refuse records an event that is well-formed but not acceptable now.
+func (l *Loop) refuse(e event.Event, reason string) string {
+	l.log.Warn("refused", "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID, "reason", reason)
+	l.st.reject(Rejection{Event: e.ID, Kind: string(e.Kind), Plan: e.Plan, Worker: e.Worker, Reason: reason, Time: l.cfg.Now().UTC()})
+	return "refused: " + reason
+}
+
+// queue handles orch dispatch: the plan waits for its dependencies and an
+// idle worker.
+func (l *Loop) queue(e event.Event) string {
+	if _, err := plans.Load(l.cfg.Root, e.Plan); err != nil {
+		return l.refuse(e, err.Error())
+	}
+	now := l.cfg.Now().UTC()
+	p := l.st.Plans[e.Plan]
+	if p == nil {
+		p = &Plan{Name: e.Plan}
+		l.st.Plans[e.Plan] = p
+	}
+	switch p.State {
+	case PlanQueued, PlanDispatched, PlanRunning, PlanNeedsInput:
+		return l.refuse(e, fmt.Sprintf("plan %s is already %s", e.Plan, p.State))
+	}
+	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, Updated: now, Attempts: p.Attempts}
+	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
+	return "queued"
+}
+
+// holder checks that the event's worker holds the plan.
+func (l *Loop) holder(e event.Event) (*Plan, *Worker, string) {
+	p := l.st.Plans[e.Plan]
+	if p == nil || p.Worker == "" {
+		return nil, nil, fmt.Sprintf("plan %s was not dispatched to any worker", e.Plan)
+	}
+	if e.Worker == "" {
+		return nil, nil, fmt.Sprintf("event has no worker id (set ORCH_WORKER); plan %s is held by %s", e.Plan, p.Worker)
+	}
+	if e.Worker != p.Worker {
+		return nil, nil, fmt.Sprintf("plan %s is held by %s, not %s", e.Plan, p.Worker, e.Worker)
+	}
+	return p, l.st.Worker(e.Worker), ""
+}
+
+func (l *Loop) started(e event.Event) string {
+	p, _, why := l.holder(e)
+	if why != "" {
+		return l.refuse(e, why)
+	}
+	if p.State != PlanDispatched {
+		return "ignored: plan is " + p.State
+	}
+	p.State = PlanRunning
+	p.Updated = l.cfg.Now().UTC()
+	l.log.Info("running", "plan", e.Plan, "worker", e.Worker)
+	return "running"
+}
+
+func (l *Loop) blocked(e event.Event) (*Callback, string) {
+	p, w, why := l.holder(e)
+	if why != "" {
+		return nil, l.refuse(e, why)
+	}
+	if p.State != PlanDispatched && p.State != PlanRunning {
+		return nil, "ignored: plan is " + p.State
+	}
+	p.State, p.Reason, p.Updated = PlanBlocked, e.Status, l.cfg.Now().UTC()
+	l.free(w)
+	l.log.Info("blocked", "plan", e.Plan, "worker", e.Worker, "reason", e.Status)
+	return newCallback(CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), "blocked"
+}
+
+// done harvests a finished plan: RESULT.md committed, a ledger entry
+// appended and committed, the worker freed. Each step finds its own earlier
+// completion (by the Orch-Event trailer, by the ledger's event id), so a
+// crash between steps is repaired by the redelivery.
+func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, error) {
+	p, w, why := l.holder(e)
+	if why != "" {
+		return nil, l.refuse(e, why), nil
+	}
+	if p.State != PlanDispatched && p.State != PlanRunning {
+		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
+	}
+	now := l.cfg.Now().UTC()
+	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
+		reason := fmt.Sprintf("reported done (%s) but %s", e.Status, resultProblem(e.Plan, err))
+		p.State, p.Status, p.Reason, p.Updated = PlanFailed, e.Status, reason, now
+		l.free(w)
+		l.log.Warn("done without a usable RESULT.md: not harvested", "plan", e.Plan, "worker", e.Worker, "reason", reason)
+		return newCallback(CallbackFailed, e.ID, e.Plan, e.Worker, reason, ""), "failed: " + reason, nil
+	}
+	plan, err := plans.Load(l.cfg.Root, e.Plan)
+	if err != nil {
+		return nil, "", fmt.Errorf("harvest %s: %w", e.Plan, err)
+	}
+	var sha string
+	var entry ledger.Entry
+	err = l.withGitLock(func() error {
+		var err error
+		if sha, err = l.commitResult(ctx, e); err != nil {
+			return err
+		}
+		entry, err = l.recordLedger(ctx, e, plan, sha)
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("harvest %s: %w", e.Plan, err)
+	}
+	p.State, p.Status, p.Reason, p.Result, p.Ledger, p.Updated = PlanDone, e.Status, "", sha, entry.ID, now
+	l.free(w)
+	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "ledger", entry.ID, "status", e.Status)
+	return newCallback(CallbackDone, e.ID, e.Plan, e.Worker, e.Status, sha), "harvested " + short(sha), nil
+}
+
+func resultProblem(name string, err error) string {
+	switch {
+	case errors.Is(err, plans.ErrNoResult):
+		return plans.RelResultPath(name) + " is missing"
+	case errors.Is(err, plans.ErrTooLarge):
+		return plans.RelResultPath(name) + " is too large (limit 1 MiB)"
+	case errors.Is(err, plans.ErrSymlink):
+		return plans.RelResultPath(name) + " is a symlink"
+	}
+	return plans.RelResultPath(name) + " could not be read: " + err.Error()
+}
+
+// TrailerEvent is the commit trailer naming the event a commit came from.
+const TrailerEvent = "Orch-Event"
+
+func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) {
+	if sha, err := l.repo.FindTrailer(ctx, TrailerEvent, e.ID); err != nil || sha != "" {
+		return sha, err
+	}
+	msg := fmt.Sprintf("harvest %s: %s\n\nWorker: %s\n%s: %s\n", e.Plan, subjectLine(e.Status), e.Worker, TrailerEvent, e.ID)
+	sha, err := l.repo.Commit(ctx, msg, plans.RelResultPath(e.Plan))
+	if errors.Is(err, git.ErrNothingToCommit) {
+		// RESULT.md is already committed as it is (the worker committed it
+		// itself): the harvest points at the commit that has it.
+		log, err := l.repo.Log(ctx, 1, plans.RelResultPath(e.Plan))
+		if err != nil || len(log) == 0 {
+			return "", fmt.Errorf("result unchanged and no commit has it: %v", err)
+		}
+		return log[0].SHA, nil
+	}
+	return sha, err
+}
+
+func (l *Loop) recordLedger(ctx context.Context, e event.Event, plan *plans.Plan, sha string) (ledger.Entry, error) {
+	en := ledger.Entry{Plan: e.Plan, Worker: e.Worker, Status: e.Status, Commit: sha, Time: e.Time, Event: e.ID}
+	if b := plan.Bet; b != nil && b.Metric != "" {
+		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
+	}
+	got, _, err := ledger.Append(l.cfg.Root, en)
+	if err != nil {
+		return got, err
+	}
+	msg := fmt.Sprintf("ledger #%d: %s (%s)\n\n%s: %s\n", got.ID, e.Plan, subjectLine(e.Status), TrailerEvent, e.ID)
+	_, err = l.repo.Commit(ctx, msg, ledger.File)
+	if errors.Is(err, git.ErrNothingToCommit) {
+		err = nil // committed before a crash; the redelivery finds it done
+	}
+	return got, err
+}
+
+func (l *Loop) free(w *Worker) {
+	if w == nil {
+		return
+	}
+	if w.State != WorkerDead {
+		w.State = WorkerIdle
+	}
+	w.Plan = ""
+	w.Since = l.cfg.Now().UTC()
+}
+
+// publishCallback stores the callback for orch wait. Its message id is
+// derived from the event id, so a redelivered event does not wake the lead
+// twice.
+func (l *Loop) publishCallback(cb *Callback) error {
+	msg := nats.NewMsg(broker.CallbackSubject(l.b.Prefix(), cb.Kind))
+	msg.Header.Set(nats.MsgIdHdr, "cb-"+cb.Event)
+	data, err := json.Marshal(cb)
+	if err != nil {
+		return err
+	}
+	msg.Data = data
+	_, _, err = notify.PublishMsg(l.nc, msg, 5*time.Second)
+	return err
+}
+
+func subjectLine(s string) string {
+	r := []rune(oneLine(s))
+	if len(r) > 72 {
+		return string(r[:69]) + "..."
+	}
+	return string(r)
+}
+
+func short(sha string) string {
+	if len(sha) > 10 {
+		return sha[:10]
+	}
+	return sha
+}

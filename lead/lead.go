@@ -1,0 +1,200 @@
+// Package lead is the lead loop, orch serve: it owns the embedded broker,
+// the fleet of workers and the record of what happened, and reacts to
+// events; nothing in it polls.
+//
+// How the pieces fit. Run takes the repo's lock, starts the broker, brings
+// up (or re-adopts) the tmux fleet, and then waits in one select for three
+// sources: messages the broker pushes to the lead's durable consumer
+// (worker events and the lead's own commands), fsnotify events on the spool
+// directory (events written while the broker was unreachable, which are
+// published into the stream and then arrive as messages like any other),
+// and cancellation. Every message is handled in that one goroutine, in
+// order: its effect (a harvest commit, a ledger entry, a state change) is
+// committed, the state file is saved, the callback for the lead is
+// published, and only then is the message acknowledged. A crash anywhere in
+// between means redelivery, and the record of handled event ids turns the
+// redelivery into a no-op. After each message the scheduler hands ready
+// plans to idle workers.
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// Files under .orch/ owned by the lead loop.
+const (
+	LockFile    = "serve.lock"
+	GitLockFile = "git.lock"
+)
+
+// MaxResult bounds the RESULT.md a harvest reads.
+const MaxResult = 1 << 20
+
+// Config is what orch serve was asked to do.
+type Config struct {
+	Root       string // repo root (holds .orch/)
+	Workers    int    // fleet size; 0 runs the lead loop without a fleet
+	Agent      string // the agent command each worker pane runs
+	TmuxSocket string // tmux -L socket, empty for the user's default server
+	BinDir     string // directory holding orch-notify, put first on the workers' PATH
+	Port       int    // broker port; 0 reuses the last one when free
+	Logger     *slog.Logger
+	Now        func() time.Time
+	Ready      func(url string) // called once the loop is consuming; optional
+}
+
+// Loop is a running lead loop.
+type Loop struct {
+	cfg     Config
+	orchDir string
+	log     *slog.Logger
+	repo    *git.Repo
+	tmux    *tmux.Client
+	st      *State
+	b       *broker.Broker
+	nc      *nats.Conn
+	msgs    chan jetstream.Msg
+}
+
+// OrchDir is the .orch directory of a repo root.
+func OrchDir(root string) string { return filepath.Join(root, notify.DirName) }
+
+// Run runs the lead loop until ctx is cancelled.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096)}
+	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
+	}
+	lock, pid, err := flock.TryExclusive(filepath.Join(l.orchDir, LockFile))
+	if errors.Is(err, flock.ErrHeld) {
+		return fmt.Errorf("serve: %w (pid %d); stop it with orch down, or wait for it to exit", ErrAlreadyServing, pid)
+	}
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer lock.Unlock()
+
+	if l.repo, err = git.Open(ctx, cfg.Root); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if l.st, err = LoadState(l.orchDir); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, Logger: l.log})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer l.b.Shutdown()
+	if l.nc, err = l.b.ConnectLead(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer l.nc.Close()
+	l.log.Info("broker up", "url", l.b.URL())
+
+	if cfg.Workers > 0 {
+		l.tmux = tmux.New(cfg.TmuxSocket)
+		if err := l.fleetUp(ctx); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	} else if l.st.Session != "" {
+		// A fleet from an earlier run may still be there; keep talking to it.
+		l.tmux = tmux.New(cfg.TmuxSocket)
+	}
+
+	// Watch the spool before reading it, so that a file written between the
+	// two is seen by one or the other (and published once: the event id is
+	// the message id).
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("serve: spool watch: %w", err)
+	}
+	defer watcher.Close()
+	spool := filepath.Join(l.orchDir, notify.SpoolDir)
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := watcher.Add(spool); err != nil {
+		return fmt.Errorf("serve: spool watch: %w", err)
+	}
+	l.ingestSpool()
+
+	js, err := jetstream.New(l.nc)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	pc, err := js.PushConsumer(ctx, broker.StreamName, broker.LeadConsumer)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	cc, err := pc.Consume(func(m jetstream.Msg) { l.msgs <- m })
+	if err != nil {
+		return fmt.Errorf("serve: consume: %w", err)
+	}
+	defer cc.Stop()
+
+	l.schedule(ctx)
+	if cfg.Ready != nil {
+		cfg.Ready(l.b.URL())
+	}
+	l.log.Info("lead loop ready", "workers", len(l.st.Workers), "repo", cfg.Root)
+	for {
+		select {
+		case <-ctx.Done():
+			l.log.Info("lead loop stopping")
+			return nil
+		case m := <-l.msgs:
+			l.handleMsg(ctx, m)
+			l.schedule(ctx)
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write) {
+				l.ingestFile(ev.Name)
+			}
+		case err, ok := <-watcher.Errors:
+			if !ok {
+				return nil
+			}
+			// An overflow means events may have been missed: read the
+			// whole spool again.
+			l.log.Warn("spool watch", "err", err)
+			l.ingestSpool()
+		}
+	}
+}
+
+func (l *Loop) save() error { return l.st.Save(l.orchDir) }
+
+// withGitLock serialises orch's own commits across processes (orch serve,
+// orch plan new, orch ledger settle).
+func (l *Loop) withGitLock(fn func() error) error {
+	lk, err := flock.Exclusive(filepath.Join(l.orchDir, GitLockFile))
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	return fn()
+}

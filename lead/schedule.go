@@ -1,0 +1,104 @@
+package lead
+
+import (
+	"context"
+	"sort"
+
+	"github.com/orch-dev/orch/plans"
+)
+
+// schedule hands ready plans to idle workers: highest priority first, then
+// the oldest queued. A plan is ready when every plan it depends on is done.
+// The state is saved before anything is typed, so a crash can leave a plan
+// marked dispatched but never typed (found by its missing "started"), but
+// never typed twice.
+func (l *Loop) schedule(ctx context.Context) {
+	if l.tmux == nil {
+		return
+	}
+	for {
+		idle := l.st.idleWorkers()
+		if len(idle) == 0 {
+			return
+		}
+		p, w := l.nextReady(idle)
+		if p == nil {
+			return
+		}
+		l.dispatchTo(ctx, p, w)
+	}
+}
+
+type candidate struct {
+	p        *Plan
+	priority int
+}
+
+// nextReady returns the best ready plan and the worker to take it.
+func (l *Loop) nextReady(idle []*Worker) (*Plan, *Worker) {
+	var ready []candidate
+	for _, p := range l.st.Plans {
+		if p.State != PlanQueued {
+			continue
+		}
+		def, err := plans.Load(l.cfg.Root, p.Name)
+		if err != nil {
+			l.log.Warn("queued plan unreadable", "plan", p.Name, "err", err)
+			continue
+		}
+		if len(plans.Ready(def, l.isDone)) > 0 {
+			continue
+		}
+		ready = append(ready, candidate{p: p, priority: def.Priority})
+	}
+	sort.Slice(ready, func(i, j int) bool {
+		a, b := ready[i], ready[j]
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		if !a.p.Queued.Equal(b.p.Queued) {
+			return a.p.Queued.Before(b.p.Queued)
+		}
+		return a.p.Name < b.p.Name
+	})
+	for _, c := range ready {
+		for _, w := range idle {
+			if c.p.Target == "" || c.p.Target == w.ID {
+				return c.p, w
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (l *Loop) isDone(name string) bool {
+	p := l.st.Plans[name]
+	return p != nil && (p.State == PlanDone || p.State == PlanVerified || p.State == PlanIntegrated)
+}
+
+func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
+	line, err := DispatchLine(p.Name)
+	if err != nil { // names are validated on the way in; this is a second guard
+		p.State, p.Reason = PlanFailed, err.Error()
+		l.save()
+		return
+	}
+	now := l.cfg.Now().UTC()
+	p.State, p.Worker, p.Reason, p.Updated = PlanDispatched, w.ID, "", now
+	p.Attempts++
+	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
+	if err := l.save(); err != nil {
+		l.log.Error("save state before dispatch", "err", err)
+		p.State, p.Worker = PlanQueued, ""
+		w.State, w.Plan = WorkerIdle, ""
+		return
+	}
+	if err := l.tmux.SendLine(ctx, w.Pane, line); err != nil {
+		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
+		p.State, p.Worker, p.Reason = PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
+		w.State, w.Plan, w.Reason = WorkerDead, "", err.Error()
+		l.save()
+		return
+	}
+	l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
+}

@@ -1,0 +1,57 @@
+package lead
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/notify"
+)
+
+// ingestSpool publishes every spooled event, oldest first.
+func (l *Loop) ingestSpool() {
+	dir := filepath.Join(l.orchDir, notify.SpoolDir)
+	good, bad, err := event.ReadSpool(dir)
+	if err != nil {
+		l.log.Error("spool", "err", err)
+		return
+	}
+	for _, e := range bad {
+		l.log.Warn("spool: unreadable file kept for inspection", "err", e)
+	}
+	for _, s := range good {
+		l.publishSpooled(s)
+	}
+}
+
+// ingestFile publishes one spool file that fsnotify reported.
+func (l *Loop) ingestFile(path string) {
+	if !event.IsSpoolFile(filepath.Base(path)) {
+		return
+	}
+	s, err := event.ReadSpoolFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return // already ingested (the initial scan and the watcher both saw it)
+	}
+	if err != nil {
+		l.log.Warn("spool: unreadable file kept for inspection", "err", err)
+		return
+	}
+	l.publishSpooled(s)
+}
+
+// publishSpooled moves a spooled event into the stream and deletes the file
+// once the broker has stored it. If publishing fails the file stays, to be
+// retried at the next start.
+func (l *Loop) publishSpooled(s event.Spooled) {
+	if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), s.Event, 5*time.Second); err != nil {
+		l.log.Error("spool: publish failed, file kept", "file", filepath.Base(s.Path), "err", err)
+		return
+	}
+	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.log.Warn("spool: remove", "file", s.Path, "err", err)
+	}
+	l.log.Info("spool: delivered", "kind", s.Event.Kind, "plan", s.Event.Plan, "event", s.Event.ID)
+}

@@ -1,0 +1,195 @@
+package lead
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// Worker states, as the contract names them.
+const (
+	WorkerIdle = "idle"
+	WorkerBusy = "busy"
+	WorkerDead = "dead"
+)
+
+// Plan states, as the contract names them.
+const (
+	PlanDraft      = "draft"
+	PlanQueued     = "queued"
+	PlanDispatched = "dispatched"
+	PlanRunning    = "running"
+	PlanNeedsInput = "needs-input"
+	PlanBlocked    = "blocked"
+	PlanDone       = "done"
+	PlanVerifying  = "verifying"
+	PlanVerified   = "verified"
+	PlanRefuted    = "refuted"
+	PlanFailed     = "failed"
+	PlanConflict   = "conflict"
+	PlanIntegrated = "integrated"
+)
+
+// StateFile is the lead loop's record under .orch/.
+const StateFile = "state.json"
+
+// maxRejected bounds the list of refused events kept for orch status.
+const maxRejected = 100
+
+// Worker is one worker as the lead loop knows it.
+type Worker struct {
+	ID     string    `json:"id"`
+	State  string    `json:"state"`
+	Plan   string    `json:"plan,omitempty"`
+	Pane   string    `json:"pane,omitempty"`
+	Host   string    `json:"host,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since"`
+}
+
+// Plan is one plan's run state.
+type Plan struct {
+	Name     string    `json:"name"`
+	State    string    `json:"state"`
+	Worker   string    `json:"worker,omitempty"`
+	Verifier string    `json:"verifier,omitempty"`
+	Target   string    `json:"target,omitempty"` // orch dispatch --to
+	Status   string    `json:"status,omitempty"` // the worker's last status line
+	Reason   string    `json:"reason,omitempty"` // why blocked or failed
+	Result   string    `json:"result,omitempty"` // harvest commit
+	Ledger   int       `json:"ledger,omitempty"` // ledger entry id
+	Queued   time.Time `json:"queued,omitzero"`
+	Updated  time.Time `json:"updated"`
+	Attempts int       `json:"attempts,omitempty"`
+}
+
+// Handled records that an event had its effect, and the callback it
+// produced, so a redelivery re-sends the same callback and nothing else.
+type Handled struct {
+	Kind     string    `json:"kind"`
+	Plan     string    `json:"plan"`
+	Time     time.Time `json:"time"`
+	Callback *Callback `json:"callback,omitempty"`
+	Note     string    `json:"note,omitempty"`
+}
+
+// Rejection is an event the lead loop refused, kept for orch status.
+type Rejection struct {
+	Event  string    `json:"event"`
+	Kind   string    `json:"kind"`
+	Plan   string    `json:"plan"`
+	Worker string    `json:"worker,omitempty"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+// State is everything the lead loop has recorded. Only orch serve writes it;
+// the CLI reads it.
+type State struct {
+	Session  string              `json:"session,omitempty"`
+	Workers  []*Worker           `json:"workers"`
+	Plans    map[string]*Plan    `json:"plans"`
+	Handled  map[string]*Handled `json:"handled"`
+	Rejected []Rejection         `json:"rejected,omitempty"`
+	Errors   map[string]string   `json:"errors,omitempty"` // event id -> why its effect could not be committed yet
+}
+
+func newState() *State {
+	return &State{Plans: map[string]*Plan{}, Handled: map[string]*Handled{}, Errors: map[string]string{}}
+}
+
+// LoadState reads the state from an .orch directory; a missing file is an
+// empty state.
+func LoadState(orchDir string) (*State, error) {
+	st := newState()
+	data, err := os.ReadFile(filepath.Join(orchDir, StateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("load state: %s: %w", StateFile, err)
+	}
+	if st.Plans == nil {
+		st.Plans = map[string]*Plan{}
+	}
+	if st.Handled == nil {
+		st.Handled = map[string]*Handled{}
+	}
+	if st.Errors == nil {
+		st.Errors = map[string]string{}
+	}
+	return st, nil
+}
+
+// Save writes the state atomically (temporary file, fsync, rename).
+func (st *State) Save(orchDir string) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	tmp, err := os.CreateTemp(orchDir, ".state-*")
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(orchDir, StateFile)); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}
+
+// Worker returns the worker with id, or nil.
+func (st *State) Worker(id string) *Worker {
+	for _, w := range st.Workers {
+		if w.ID == id {
+			return w
+		}
+	}
+	return nil
+}
+
+// reject records a refused event, keeping the newest maxRejected.
+func (st *State) reject(r Rejection) {
+	st.Rejected = append(st.Rejected, r)
+	if n := len(st.Rejected); n > maxRejected {
+		st.Rejected = append([]Rejection(nil), st.Rejected[n-maxRejected:]...)
+	}
+}
+
+// idleWorkers returns workers that can take a plan, in id order.
+func (st *State) idleWorkers() []*Worker {
+	var out []*Worker
+	for _, w := range st.Workers {
+		if w.State == WorkerIdle && w.Pane != "" {
+			out = append(out, w)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return workerNum(out[i].ID) < workerNum(out[j].ID) })
+	return out
+}
+
+func workerNum(id string) int {
+	n := 0
+	for _, r := range id[1:] {
+		n = n*10 + int(r-'0')
+	}
+	return n
+}

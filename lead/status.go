@@ -1,0 +1,197 @@
+package lead
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// StatusView is orch status: workers and plans from the lead loop's record
+// and the plan folders in git. It never reads a screen.
+type StatusView struct {
+	Serving  bool              `json:"serving"`
+	PID      int               `json:"pid,omitempty"`
+	Session  string            `json:"session,omitempty"`
+	Workers  []*Worker         `json:"workers"`
+	Plans    []PlanView        `json:"plans"`
+	Rejected []Rejection       `json:"rejected,omitempty"`
+	Errors   map[string]string `json:"errors,omitempty"`
+	Problems []string          `json:"problems,omitempty"`
+}
+
+// PlanView is one plan in orch status.
+type PlanView struct {
+	Plan
+	DependsOn []string `json:"depends_on,omitempty"`
+	Waiting   string   `json:"waiting,omitempty"` // why a queued plan is not dispatched yet
+}
+
+// Status builds the status view of the repo at root.
+func Status(root string) (StatusView, error) {
+	v := StatusView{Workers: []*Worker{}, Plans: []PlanView{}}
+	st, err := LoadState(OrchDir(root))
+	if err != nil {
+		return v, err
+	}
+	v.PID = ServePID(root)
+	v.Serving = v.PID != 0
+	v.Session = st.Session
+	if st.Workers != nil {
+		v.Workers = st.Workers
+	}
+	defs, err := plans.LoadAll(root)
+	if err != nil {
+		v.Problems = append(v.Problems, err.Error())
+		defs = map[string]*plans.Plan{}
+	}
+	names := map[string]bool{}
+	for n := range defs {
+		names[n] = true
+	}
+	for n := range st.Plans {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		pv := PlanView{Plan: Plan{Name: n, State: PlanDraft}}
+		if p := st.Plans[n]; p != nil {
+			pv.Plan = *p
+		}
+		if d := defs[n]; d != nil {
+			pv.DependsOn = d.DependsOn
+			if pv.State == PlanQueued {
+				pv.Waiting = waiting(st, d)
+			}
+		} else {
+			v.Problems = append(v.Problems, fmt.Sprintf("plan %s is recorded but plans/%s/PLAN.md is gone", n, n))
+		}
+		v.Plans = append(v.Plans, pv)
+	}
+	if n := len(st.Rejected); n > 10 {
+		v.Rejected = st.Rejected[n-10:]
+	} else {
+		v.Rejected = st.Rejected
+	}
+	if len(st.Errors) > 0 {
+		v.Errors = st.Errors
+	}
+	return v, nil
+}
+
+func waiting(st *State, d *plans.Plan) string {
+	var deps []string
+	for _, dep := range d.DependsOn {
+		p := st.Plans[dep]
+		state := PlanDraft
+		if p != nil {
+			state = p.State
+		}
+		if state != PlanDone && state != PlanVerified && state != PlanIntegrated {
+			deps = append(deps, dep+" ("+state+")")
+		}
+	}
+	if len(deps) > 0 {
+		return "dependencies not done: " + strings.Join(deps, ", ")
+	}
+	if len(st.Workers) == 0 {
+		return "no fleet: start orch serve --workers N"
+	}
+	if p := st.Plans[d.Name]; p != nil && p.Target != "" {
+		return "waiting for " + p.Target + " to be idle"
+	}
+	return "waiting for an idle worker"
+}
+
+// pane finds a worker's pane from the lead loop's record.
+func pane(root, id string) (string, *State, error) {
+	st, err := LoadState(OrchDir(root))
+	if err != nil {
+		return "", nil, err
+	}
+	w := st.Worker(id)
+	if w == nil || w.Pane == "" {
+		return "", nil, fmt.Errorf("%w: %q (orch status lists the workers)", ErrNoFleet, id)
+	}
+	return w.Pane, st, nil
+}
+
+// ReadPane returns what worker id's pane shows, with lines of history.
+func ReadPane(ctx context.Context, root, socket, id string, lines int) (string, error) {
+	p, _, err := pane(root, id)
+	if err != nil {
+		return "", err
+	}
+	return tmux.New(socket).Capture(ctx, p, lines)
+}
+
+// SendPane types one line into worker id's pane.
+func SendPane(ctx context.Context, root, socket, id, text string) error {
+	p, _, err := pane(root, id)
+	if err != nil {
+		return err
+	}
+	return tmux.New(socket).SendLine(ctx, p, text)
+}
+
+// Down stops the fleet's tmux session and the lead loop, and returns once
+// the lead loop has released the repo's lock (or after timeout).
+func Down(ctx context.Context, root, socket string, timeout time.Duration) (stopped []string, err error) {
+	st, err := LoadState(OrchDir(root))
+	if err != nil {
+		return nil, err
+	}
+	session := st.Session
+	if session == "" {
+		session = tmux.SessionName(root)
+	}
+	tc := tmux.New(socket)
+	if has, _ := tc.HasSession(ctx, session); has {
+		if err := tc.KillSession(ctx, session); err != nil {
+			return stopped, err
+		}
+		stopped = append(stopped, "tmux session "+session)
+	}
+	pid := ServePID(root)
+	if pid == 0 {
+		return stopped, nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return stopped, fmt.Errorf("stop orch serve (pid %d): %w", pid, err)
+	}
+	// Wait for the lock: a blocking flock in another goroutine returns the
+	// moment orch serve exits; the timer is a one-shot deadline.
+	released := make(chan error, 1)
+	go func() {
+		lk, err := flock.Exclusive(filepath.Join(OrchDir(root), LockFile))
+		if err == nil {
+			lk.Unlock()
+		}
+		released <- err
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-released:
+		if err != nil {
+			return stopped, err
+		}
+		return append(stopped, fmt.Sprintf("orch serve (pid %d)", pid)), nil
+	case <-t.C:
+		return stopped, fmt.Errorf("orch serve (pid %d) did not stop within %s", pid, timeout)
+	case <-ctx.Done():
+		return stopped, ctx.Err()
+	}
+}
+
