@@ -194,4 +194,3 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 		return stopped, ctx.Err()
 	}
 }
-

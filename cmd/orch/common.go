@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -30,15 +31,17 @@ func repoRoot(ctx context.Context) (string, error) {
 // or the user's default server.
 func tmuxSocket() string { return os.Getenv("ORCH_TMUX_SOCKET") }
 
-// binDir is the directory of the running orch binary, where orch-notify is
-// expected to sit.
+// binDir is the directory holding orch-notify, put first on the workers'
+// PATH: the one on our PATH, else the one next to the running orch.
 func binDir() string {
+	if p, err := exec.LookPath("orch-notify"); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return filepath.Dir(abs)
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return ""
-	}
-	if r, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = r
 	}
 	return filepath.Dir(exe)
 }

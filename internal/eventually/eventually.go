@@ -3,15 +3,20 @@
 // Product code never imports it.
 package eventually
 
-import (
-	"testing"
-	"time"
-)
+import "time"
+
+// T is what True needs of a test: *testing.T and testscript's *TestScript
+// both have it.
+type T interface {
+	Fatalf(format string, args ...any)
+}
 
 // True re-checks cond every few milliseconds until it returns true, failing
 // the test with msg if it has not within timeout.
-func True(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
-	t.Helper()
+func True(t T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		if cond() {

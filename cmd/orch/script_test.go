@@ -1,0 +1,141 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/notify"
+)
+
+// TestMain lets the test binary act as orch and orch-notify, so scripts
+// (and the tmux panes they start) run the real commands as processes.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"orch": func() {
+			os.Exit(run(os.Args[1:], streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+		},
+		"orch-notify": func() { os.Exit(notify.Main(os.Args[1:], os.Getenv, os.Stderr)) },
+	})
+}
+
+// requireTmux is true in CI: a missing tmux fails the tmux scripts instead
+// of skipping them.
+func requireTmux() bool { return os.Getenv("ORCH_REQUIRE_TMUX") == "1" }
+
+func TestScripts(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil && requireTmux() {
+		t.Fatal("tmux is not installed and ORCH_REQUIRE_TMUX=1: install tmux (apt-get install -y tmux)")
+	}
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			var b [6]byte
+			rand.Read(b[:])
+			sock := "orchts-" + hex.EncodeToString(b[:])
+			env.Setenv("ORCH_TMUX_SOCKET", sock)
+			env.Setenv("HOME", env.WorkDir)
+			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+			env.Setenv("GIT_AUTHOR_NAME", "test")
+			env.Setenv("GIT_AUTHOR_EMAIL", "test@example.com")
+			env.Setenv("GIT_COMMITTER_NAME", "test")
+			env.Setenv("GIT_COMMITTER_EMAIL", "test@example.com")
+			env.Defer(func() { exec.Command("tmux", "-L", sock, "kill-server").Run() })
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "tmux" {
+				_, err := exec.LookPath("tmux")
+				return err == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitserving": cmdWaitServing,
+			"waitstate":   cmdWaitState,
+			"jsonlen":     cmdJSONLen,
+			"countlines":  cmdCountLines,
+		},
+	})
+}
+
+// waitserving [dir]: wait until orch serve holds the repo's lock and its
+// broker is reachable.
+func cmdWaitServing(ts *testscript.TestScript, neg bool, args []string) {
+	root := ts.MkAbs(".")
+	if len(args) > 0 {
+		root = ts.MkAbs(args[0])
+	}
+	eventually.True(ts, 20*time.Second, func() bool {
+		if !lead.Serving(root) {
+			return false
+		}
+		ep, err := notify.ReadEndpoint(filepath.Join(root, notify.DirName))
+		return err == nil && ep.PID == lead.ServePID(root)
+	}, "orch serve in %s", root)
+}
+
+// waitstate <plan> <state>: wait until orch status shows the plan in state.
+func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: waitstate <plan> <state>")
+	}
+	root := ts.MkAbs(".")
+	eventually.True(ts, 20*time.Second, func() bool {
+		v, err := lead.Status(root)
+		if err != nil {
+			return false
+		}
+		for _, p := range v.Plans {
+			if p.Name == args[0] {
+				return p.State == args[1]
+			}
+		}
+		return false
+	}, "plan %s to be %s", args[0], args[1])
+}
+
+// jsonlen <file> <n>: the JSON array in file has n elements.
+func cmdJSONLen(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: jsonlen <file> <n>")
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(ts.ReadFile(args[0])), &list); err != nil {
+		ts.Fatalf("%s: %v", args[0], err)
+	}
+	want, _ := strconv.Atoi(args[1])
+	if (len(list) == want) == neg {
+		ts.Fatalf("%s has %d elements, want %d", args[0], len(list), want)
+	}
+}
+
+// countlines <file> <regexp-free substring> <n>: n lines of file contain the substring.
+func cmdCountLines(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: countlines <file> <substring> <n>")
+	}
+	n := 0
+	for _, l := range strings.Split(ts.ReadFile(args[0]), "\n") {
+		if strings.Contains(l, args[1]) {
+			n++
+		}
+	}
+	want, _ := strconv.Atoi(args[2])
+	if (n == want) == neg {
+		ts.Fatalf("%s: %d lines contain %q, want %d", args[0], n, args[1], want)
+	}
+}
+
