@@ -138,4 +138,3 @@ func cmdCountLines(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s: %d lines contain %q, want %d", args[0], n, args[1], want)
 	}
 }
-
