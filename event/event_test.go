@@ -1,0 +1,134 @@
+package event
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestClean(t *testing.T) {
+	long := strings.Repeat("é", MaxStatus) // 2 bytes a rune
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", "all 12 tests pass", "all 12 tests pass"},
+		{"newline", "a\nb", `a\nb`},
+		{"escape sequence", "\x1b[31mred\x1b[0m", `\x1b[31mred\x1b[0m`},
+		{"carriage return and bell", "a\rb\a", `a\x0db\x07`},
+		{"C1 control", "a\u009bb", `a\u009bb`},
+		{"invalid UTF-8", "a\xffb", `a\xffb`},
+		{"tab", "a\tb", `a\tb`},
+		{"DEL", "a\x7fb", `a\x7fb`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Clean(tc.in); got != tc.want {
+				t.Errorf("Clean(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	t.Run("long text is cut at a rune boundary and marked", func(t *testing.T) {
+		got := Clean(long)
+		if len(got) > MaxStatus || !strings.HasSuffix(got, TruncMarker) || !utf8.ValidString(got) {
+			t.Errorf("Clean(long): len %d, marked %v, valid %v", len(got), strings.HasSuffix(got, TruncMarker), utf8.ValidString(got))
+		}
+	})
+	t.Run("idempotent", func(t *testing.T) {
+		for _, in := range []string{"a\nb\x1b", `a\nb`, long, "x\\y"} {
+			once := Clean(in)
+			if twice := Clean(once); twice != once {
+				t.Errorf("Clean(Clean(%q)) = %q, want %q", in, twice, once)
+			}
+		}
+	})
+}
+
+func TestParseRejects(t *testing.T) {
+	ok := New(Done, "p", "fine", "w1", "h")
+	tests := []struct {
+		name string
+		mut  func(e *Event)
+	}{
+		{"unknown kind", func(e *Event) { e.Kind = "exploded" }},
+		{"short id", func(e *Event) { e.ID = "abc" }},
+		{"id with capitals", func(e *Event) { e.ID = "ABCDEFGHIJ" }},
+		{"no plan", func(e *Event) { e.Plan = "" }},
+		{"no time", func(e *Event) { e.Time = time.Time{} }},
+		{"bad worker", func(e *Event) { e.Worker = "w1;rm" }},
+		{"future schema", func(e *Event) { e.V = 99 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := ok
+			tc.mut(&e)
+			if _, err := Parse(e.Marshal()); !errors.Is(err, ErrMalformed) {
+				t.Errorf("Parse = %v, want ErrMalformed", err)
+			}
+		})
+	}
+	if _, err := Parse([]byte("{not json")); !errors.Is(err, ErrMalformed) {
+		t.Errorf("Parse(garbage) = %v, want ErrMalformed", err)
+	}
+	got, err := Parse(ok.Marshal())
+	if err != nil || got.ID != ok.ID || got.Status != "fine" {
+		t.Errorf("Parse(valid) = %+v, %v", got, err)
+	}
+}
+
+func TestParseCleansStatus(t *testing.T) {
+	e := New(Done, "p", "", "w1", "h")
+	e.Status = "a\x1b[2Jb" // a sender that did not clean
+	got, err := Parse(e.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != `a\x1b[2Jb` {
+		t.Errorf("status = %q, want it escaped", got.Status)
+	}
+}
+
+func TestValidWorker(t *testing.T) {
+	for id, want := range map[string]bool{"w1": true, "w12": true, "w9999": true, "w0": false, "w01": false, "w": false, "x1": false, "w1a": false, "w12345": false, "": false} {
+		if got := ValidWorker(id); got != want {
+			t.Errorf("ValidWorker(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestSpoolRoundTripOldestFirst(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var ids []string
+	for i, off := range []int{3, 1, 2} {
+		e := New(Done, "p", "s", "w1", "h")
+		e.Time = base.Add(time.Duration(off) * time.Second)
+		if _, err := WriteSpool(dir, e); err != nil {
+			t.Fatal(err)
+		}
+		_ = i
+		ids = append(ids, e.ID)
+	}
+	// A writer's temporary file and a garbage file.
+	os.WriteFile(filepath.Join(dir, ".tmp-123"), []byte("half"), 0o600)
+	os.WriteFile(filepath.Join(dir, "junk.json"), []byte("nope"), 0o600)
+	good, bad, err := ReadSpool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(good) != 3 || len(bad) != 1 {
+		t.Fatalf("good %d bad %d, want 3 and 1", len(good), len(bad))
+	}
+	want := []string{ids[1], ids[2], ids[0]}
+	for i, s := range good {
+		if s.Event.ID != want[i] {
+			t.Errorf("position %d: %s, want %s", i, s.Event.ID, want[i])
+		}
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("spool dir mode: %v %v, want 0700", fi.Mode().Perm(), err)
+	}
+}
