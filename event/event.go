@@ -27,6 +27,7 @@ const (
 	Started  Kind = "started"  // the worker read the dispatch line and began
 	Done     Kind = "done"     // the worker finished and wrote RESULT.md
 	Blocked  Kind = "blocked"  // the worker cannot go on; Status holds the reason
+	Died     Kind = "died"     // the worker's process ended (a tmux hook or a process exit); Plan may be empty
 	Dispatch Kind = "dispatch" // lead command: queue a plan (Worker: optional target)
 )
 
@@ -49,6 +50,7 @@ type Event struct {
 	Status string    `json:"status,omitempty"`
 	Worker string    `json:"worker,omitempty"`
 	Host   string    `json:"host,omitempty"`
+	Pane   string    `json:"pane,omitempty"` // for died: the tmux pane that ended, if any
 	Time   time.Time `json:"time"`
 }
 
@@ -108,19 +110,23 @@ func (e Event) Check() error {
 		return fmt.Errorf("%w: id %q is not 8-64 characters of [0-9a-z]", ErrMalformed, e.ID)
 	case !knownKind(e.Kind):
 		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
-	case e.Plan == "":
+	case e.Plan == "" && e.Kind != Died:
 		return fmt.Errorf("%w: no plan", ErrMalformed)
+	case e.Kind == Died && e.Worker == "":
+		return fmt.Errorf("%w: died without a worker id", ErrMalformed)
 	case e.Time.IsZero():
 		return fmt.Errorf("%w: no time", ErrMalformed)
 	case e.Worker != "" && !ValidWorker(e.Worker):
 		return fmt.Errorf("%w: worker id %q is invalid", ErrMalformed, e.Worker)
+	case e.Pane != "" && !validPane(e.Pane):
+		return fmt.Errorf("%w: pane %q is not a tmux pane id", ErrMalformed, e.Pane)
 	}
 	return nil
 }
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Dispatch:
+	case Started, Done, Blocked, Died, Dispatch:
 		return true
 	}
 	return false
@@ -132,6 +138,18 @@ func validID(id string) bool {
 	}
 	for _, r := range id {
 		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+func validPane(p string) bool {
+	if len(p) < 2 || len(p) > 12 || p[0] != '%' {
+		return false
+	}
+	for _, r := range p[1:] {
+		if r < '0' || r > '9' {
 			return false
 		}
 	}

@@ -11,6 +11,7 @@ const (
 	CallbackDone    = "done"
 	CallbackBlocked = "blocked"
 	CallbackFailed  = "failed"
+	CallbackDied    = "died" // Plan holds the worker id
 )
 
 // Callback is what orch wait prints: one line for the lead, plus the fields
@@ -26,7 +27,7 @@ type Callback struct {
 }
 
 func newCallback(kind, eventID, plan, worker, status, commit string) *Callback {
-	word := map[string]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED"}[kind]
+	word := map[string]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED"}[kind]
 	return &Callback{Event: eventID, Kind: kind, Plan: plan, Worker: worker, Status: status, Commit: commit,
 		Line: fmt.Sprintf("%s %s: %s", word, plan, oneLine(status))}
 }

@@ -29,8 +29,15 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			return fmt.Errorf("fleet: %w", err)
 		}
 		for _, p := range panes {
-			if p.Worker != "" && !p.Dead {
+			switch {
+			case p.Worker != "" && !p.Dead:
 				found[p.Worker] = p
+			case p.Worker != "" && p.Dead:
+				// A worker's pane from before, kept by remain-on-exit: its
+				// worker gets a new pane below.
+				if err := l.tmux.KillPane(ctx, p.ID); err != nil {
+					l.log.Warn("fleet: remove dead pane", "pane", p.ID, "err", err)
+				}
 			}
 		}
 	}
@@ -66,6 +73,9 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
 		l.log.Info("worker up", "worker", id, "pane", pane)
 	}
+	if err := l.setDeathHook(ctx, name); err != nil {
+		l.log.Warn("fleet", "err", err)
+	}
 	return l.save()
 }
 
@@ -95,7 +105,36 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 	if err := l.tmux.SetPaneTitle(ctx, pane, id); err != nil {
 		return "", err
 	}
+	// Keep a dead pane (and its last screen) so that pane-died fires and
+	// the evidence stays readable with orch read.
+	if err := l.tmux.SetPaneOption(ctx, pane, "remain-on-exit", "on"); err != nil {
+		return "", err
+	}
 	return pane, nil
+}
+
+// setDeathHook makes tmux tell the lead loop, through orch-notify, the
+// moment a worker's program exits: an event, not a poll of the panes.
+func (l *Loop) setDeathHook(ctx context.Context, session string) error {
+	notifyBin := "orch-notify"
+	if l.cfg.BinDir != "" {
+		notifyBin = filepath.Join(l.cfg.BinDir, "orch-notify")
+	}
+	for _, s := range []string{notifyBin, l.orchDir} {
+		if strings.ContainsAny(s, "'\"$`\\\n") {
+			return fmt.Errorf("death hook: path %q has quote or $ characters; pane deaths will not be noticed", s)
+		}
+	}
+	// tmux expands the #{...} formats for the pane that died; the single
+	// quotes keep tmux from expanding anything else.
+	sh := fmt.Sprintf(`ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_PANE="#{pane_id}" "%s" died "pane #{pane_id} exited with status #{pane_dead_status}"`,
+		l.orchDir, tmux.WorkerOption, notifyBin)
+	for _, hook := range []string{"pane-died", "pane-exited"} {
+		if err := l.tmux.SetHook(ctx, session, hook, "run-shell -b '"+sh+"'"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // workerEnv is what each worker's process gets: how to reach the broker,

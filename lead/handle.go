@@ -19,16 +19,11 @@ import (
 	"github.com/orch-dev/orch/plans"
 )
 
-// retryDelay is how long the broker waits before redelivering an event
-// whose effect could not be committed (a git hook failed, the index was
-// locked). One timer in the server per failed attempt, not a poll.
-const retryDelay = 5 * time.Second
-
 // handleMsg applies one message and acknowledges it once its effect is
 // committed.
 func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	e, err := event.Parse(m.Data())
-	if err == nil {
+	if err == nil && (e.Plan != "" || e.Kind != event.Died) {
 		err = plans.ValidateName(e.Plan)
 	}
 	if err != nil {
@@ -37,7 +32,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		l.st.reject(Rejection{Kind: "malformed", Reason: err.Error(), Time: l.cfg.Now().UTC()})
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
-			m.NakWithDelay(retryDelay)
+			m.NakWithDelay(retryBackoff(m))
 			return
 		}
 		m.Term()
@@ -46,7 +41,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	if e.Kind == event.Dispatch && !strings.Contains(m.Subject(), ".cmd.") {
 		l.refuse(e, "a dispatch command must come from the lead, not a worker")
 		if err := l.save(); err != nil {
-			m.NakWithDelay(retryDelay)
+			m.NakWithDelay(retryBackoff(m))
 			return
 		}
 		m.Term()
@@ -57,13 +52,13 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		l.st.Errors[e.ID] = err.Error()
 		l.save()
 		l.log.Error("event not handled yet; it will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
-		m.NakWithDelay(retryDelay)
+		m.NakWithDelay(retryBackoff(m))
 		return
 	}
 	if cb != nil {
 		if err := l.publishCallback(cb); err != nil {
 			l.log.Error("callback not published; the event will be redelivered", "plan", e.Plan, "err", err)
-			m.NakWithDelay(retryDelay)
+			m.NakWithDelay(retryBackoff(m))
 			return
 		}
 	}
@@ -71,6 +66,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		delete(l.st.Errors, e.ID)
 		l.save()
 	}
+	l.fault("before-ack")
 	if err := m.DoubleAck(ctx); err != nil {
 		// The effect is committed and recorded; a redelivery will be a no-op.
 		l.log.Warn("ack", "event", e.ID, "err", err)
@@ -99,6 +95,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note, err = l.done(ctx, e)
 	case event.Blocked:
 		cb, note = l.blocked(e)
+	case event.Died:
+		cb, note = l.died(e)
 	}
 	if err != nil {
 		return nil, err
@@ -209,10 +207,13 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 	var entry ledger.Entry
 	err = l.withGitLock(func() error {
 		var err error
+		l.fault("before-harvest-commit")
 		if sha, err = l.commitResult(ctx, e); err != nil {
 			return err
 		}
+		l.fault("after-harvest-commit")
 		entry, err = l.recordLedger(ctx, e, plan, sha)
+		l.fault("after-ledger-commit")
 		return err
 	})
 	if err != nil {

@@ -57,7 +57,16 @@ type Config struct {
 	Logger     *slog.Logger
 	Now        func() time.Time
 	Ready      func(url string) // called once the loop is consuming; optional
+	// AckTimeout is how long a worker has to say "started" after a
+	// dispatch before the line is re-sent once (then the plan fails).
+	// 0 means DefaultAckTimeout; negative disables the check.
+	AckTimeout time.Duration
+	Fault      string // fault-injection point (ORCH_FAULT), tests only
 }
+
+// DefaultAckTimeout is the default dispatch acknowledgement deadline: an
+// interactive agent may take a while to read its first line.
+const DefaultAckTimeout = 2 * time.Minute
 
 // Loop is a running lead loop.
 type Loop struct {
@@ -70,6 +79,7 @@ type Loop struct {
 	b       *broker.Broker
 	nc      *nats.Conn
 	msgs    chan jetstream.Msg
+	timers  chan ackCheck
 }
 
 // OrchDir is the .orch directory of a repo root.
@@ -83,7 +93,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096)}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = DefaultAckTimeout
+	}
+	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096), timers: make(chan ackCheck, 64)}
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
 	}
@@ -154,6 +167,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cc.Stop()
 
+	// Plans dispatched before a restart get their acknowledgement timer back.
+	for _, p := range l.st.Plans {
+		if p.State == PlanDispatched {
+			l.armAck(p, false)
+		}
+	}
 	l.schedule(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
@@ -166,6 +185,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		case m := <-l.msgs:
 			l.handleMsg(ctx, m)
+			l.schedule(ctx)
+		case c := <-l.timers:
+			l.ackExpired(ctx, c)
 			l.schedule(ctx)
 		case ev, ok := <-watcher.Events:
 			if !ok {

@@ -77,8 +77,7 @@ func (l *Loop) isDone(name string) bool {
 }
 
 func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
-	line, err := DispatchLine(p.Name)
-	if err != nil { // names are validated on the way in; this is a second guard
+	if _, err := DispatchLine(p.Name); err != nil { // names are validated on the way in; this is a second guard
 		p.State, p.Reason = PlanFailed, err.Error()
 		l.save()
 		return
@@ -93,12 +92,13 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		w.State, w.Plan = WorkerIdle, ""
 		return
 	}
-	if err := l.tmux.SendLine(ctx, w.Pane, line); err != nil {
+	if err := l.typeLine(ctx, w, p.Name); err != nil {
 		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
 		p.State, p.Worker, p.Reason = PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
 		w.State, w.Plan, w.Reason = WorkerDead, "", err.Error()
 		l.save()
 		return
 	}
+	l.armAck(p, false)
 	l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
 }

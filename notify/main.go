@@ -60,6 +60,21 @@ func Main(args []string, env Env, stderr io.Writer) int {
 var errUsage = errors.New("bad arguments")
 
 func parseArgs(args []string, env Env) (event.Event, error) {
+	worker := env("ORCH_WORKER")
+	if worker != "" && !event.ValidWorker(worker) {
+		return event.Event{}, fmt.Errorf("%w: ORCH_WORKER=%q is not a worker id like w1", errUsage, worker)
+	}
+	host, _ := os.Hostname()
+	if len(args) >= 1 && args[0] == string(event.Died) {
+		// Sent by the pane-died hook (or a supervisor) for the worker in
+		// ORCH_WORKER; ORCH_PANE names the pane that ended.
+		if worker == "" {
+			return event.Event{}, fmt.Errorf("%w: died needs ORCH_WORKER", errUsage)
+		}
+		e := event.New(event.Died, "", strings.Join(args[1:], " "), worker, host)
+		e.Pane = env("ORCH_PANE")
+		return e, nil
+	}
 	if len(args) < 2 {
 		return event.Event{}, fmt.Errorf("%w: need a kind and a plan name", errUsage)
 	}
@@ -80,11 +95,6 @@ func parseArgs(args []string, env Env) (event.Event, error) {
 	if err := plans.ValidateName(plan); err != nil {
 		return event.Event{}, err
 	}
-	worker := env("ORCH_WORKER")
-	if worker != "" && !event.ValidWorker(worker) {
-		return event.Event{}, fmt.Errorf("%w: ORCH_WORKER=%q is not a worker id like w1", errUsage, worker)
-	}
-	host, _ := os.Hostname()
 	var status string
 	if len(args) > 2 {
 		status = strings.Join(args[2:], " ")

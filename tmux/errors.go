@@ -23,3 +23,6 @@ var ErrBadEnv = errors.New("bad environment variable")
 // the tmux server itself) does not exist. KillSession and KillServer treat
 // the same condition as success, since the goal state already holds.
 var ErrNoSession = errors.New("no such tmux session")
+
+// ErrNoPane means the pane does not exist (any more).
+var ErrNoPane = errors.New("no such pane")

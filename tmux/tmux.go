@@ -188,6 +188,38 @@ func (c *Client) SetPaneOption(ctx context.Context, pane, option, value string) 
 	return nil
 }
 
+// PaneWorker returns the WorkerOption of a pane and whether its program has
+// exited: what the lead loop checks before typing into it.
+func (c *Client) PaneWorker(ctx context.Context, pane string) (worker string, dead bool, err error) {
+	if !ValidPaneID(pane) {
+		return "", false, fmt.Errorf("pane worker: %w: %q", ErrBadPane, pane)
+	}
+	out, err := c.run(ctx, "display-message", "-p", "-t", pane, "#{pane_id}\t#{"+WorkerOption+"}\t#{pane_dead}")
+	if err != nil {
+		return "", false, fmt.Errorf("pane worker %s: %w", pane, noSession(err))
+	}
+	// For a pane that does not exist tmux 3.3 prints empty fields and exits 0.
+	f := strings.Split(strings.TrimRight(out, "\n"), "\t")
+	if len(f) != 3 || f[0] != pane {
+		return "", false, fmt.Errorf("pane worker %s: %w", pane, ErrNoPane)
+	}
+	return f[1], f[2] == "1", nil
+}
+
+// KillPane removes a pane; a pane that is already gone is not an error.
+func (c *Client) KillPane(ctx context.Context, pane string) error {
+	if !ValidPaneID(pane) {
+		return fmt.Errorf("kill pane: %w: %q", ErrBadPane, pane)
+	}
+	if _, err := c.run(ctx, "kill-pane", "-t", pane); err != nil {
+		if errors.Is(noSession(err), ErrNoSession) || strings.Contains(err.Error(), "can't find pane") {
+			return nil
+		}
+		return fmt.Errorf("kill pane %s: %w", pane, err)
+	}
+	return nil
+}
+
 // SetHook sets hook (for example pane-died) on target (a session name or a
 // pane id) to run the tmux command string command.
 func (c *Client) SetHook(ctx context.Context, target, hook, command string) error {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,10 +14,11 @@ import (
 )
 
 type serveOptions struct {
-	Workers int
-	Agent   string
-	Port    int
-	Verbose bool
+	Workers    int
+	Agent      string
+	Port       int
+	AckTimeout time.Duration
+	Verbose    bool
 }
 
 func newServeCmd(s streams) *cobra.Command {
@@ -37,6 +40,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of worker panes to run in tmux")
 	cmd.Flags().StringVar(&o.Agent, "agent", "", "command each worker pane runs, e.g. \"claude\"")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
+	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	return cmd
 }
@@ -59,6 +63,8 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		TmuxSocket: tmuxSocket(),
 		BinDir:     binDir(),
 		Port:       o.Port,
+		AckTimeout: o.AckTimeout,
+		Fault:      os.Getenv(lead.FaultEnv),
 		Logger:     slog.New(lead.NewLineHandler(s.Err, level)),
 	})
 }

@@ -1,0 +1,165 @@
+package lead
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// FaultEnv names the fault-injection point at which orch serve kills itself
+// with SIGKILL, for the reliability tests: before-harvest-commit,
+// after-harvest-commit, after-ledger-commit, before-ack. Unset in normal use.
+const FaultEnv = "ORCH_FAULT"
+
+// fault kills the process at the named point if ORCH_FAULT asks for it.
+func (l *Loop) fault(point string) {
+	if l.cfg.Fault != "" && l.cfg.Fault == point {
+		l.log.Warn("fault injection: SIGKILL", "point", point)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way; never continue past the point
+	}
+}
+
+// retryBackoff is how long the broker waits before redelivering an event
+// whose effect could not be committed (a git hook failed, the index was
+// locked): 1s, 2s, 4s ... up to a minute. It is a bounded retry carried by a
+// server-side timer per attempt, not a poll: nothing runs in between.
+func retryBackoff(m jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if md, err := m.Metadata(); err == nil {
+		n = md.NumDelivered
+	}
+	d := time.Second
+	for i := uint64(1); i < n && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+// died handles a worker whose program ended: the worker is dead, its plan
+// is queued again once, and fails the second time.
+func (l *Loop) died(e event.Event) (*Callback, string) {
+	w := l.st.Worker(e.Worker)
+	if w == nil {
+		return nil, l.refuse(e, "unknown worker "+e.Worker)
+	}
+	if e.Pane != "" && w.Pane != "" && e.Pane != w.Pane {
+		return nil, fmt.Sprintf("ignored: pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane)
+	}
+	if w.State == WorkerDead {
+		return nil, "ignored: already dead"
+	}
+	now := l.cfg.Now().UTC()
+	reason := e.Status
+	if reason == "" {
+		reason = "process ended"
+	}
+	w.State, w.Reason, w.Since = WorkerDead, reason, now
+	plan := w.Plan
+	w.Plan = ""
+	l.log.Warn("worker died", "worker", w.ID, "pane", e.Pane, "reason", reason, "plan", plan)
+	p := l.st.Plans[plan]
+	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
+		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason, ""), "worker dead"
+	}
+	if p.Attempts < 2 {
+		p.State, p.Worker, p.Reason, p.Updated = PlanQueued, "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now
+		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+plan+" queued again", ""), "worker dead, plan queued again"
+	}
+	p.State, p.Worker, p.Reason, p.Updated = PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
+	return newCallback(CallbackFailed, e.ID, plan, w.ID, p.Reason, ""), "worker dead, plan failed"
+}
+
+// ackCheck is the one timer armed per dispatch: if the plan is still only
+// dispatched when it fires, the worker never said "started".
+type ackCheck struct {
+	plan    string
+	attempt int
+	resent  bool
+}
+
+func (l *Loop) armAck(p *Plan, resent bool) {
+	if l.cfg.AckTimeout <= 0 {
+		return
+	}
+	c := ackCheck{plan: p.Name, attempt: p.Attempts, resent: resent}
+	time.AfterFunc(l.cfg.AckTimeout, func() { l.timers <- c })
+}
+
+// ackExpired runs when a dispatch was not acknowledged in time: the pane is
+// captured as evidence, the line is re-sent once, and the second time the
+// plan fails with what the screen showed.
+func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
+	p := l.st.Plans[c.plan]
+	if p == nil || p.State != PlanDispatched || p.Attempts != c.attempt {
+		return // acknowledged, or moved on since
+	}
+	w := l.st.Worker(p.Worker)
+	if w == nil || l.tmux == nil {
+		return
+	}
+	screen, err := l.tmux.Capture(ctx, w.Pane, 0)
+	if err != nil {
+		screen = "(pane unreadable: " + err.Error() + ")"
+	}
+	shown := strings.Contains(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(p.Name))
+	if !c.resent {
+		l.log.Warn("no started within the deadline; re-sending the dispatch line once", "plan", p.Name, "worker", w.ID, "line_on_screen", shown)
+		if err := l.typeLine(ctx, w, p.Name); err != nil {
+			l.log.Error("re-send", "plan", p.Name, "err", err)
+		}
+		l.armAck(p, true)
+		return
+	}
+	evidence := lastLines(screen, 8)
+	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("no started from %s within %s of dispatch, line re-sent once (dispatch line on screen: %v); screen: %s",
+		w.ID, l.cfg.AckTimeout, shown, evidence), l.cfg.Now().UTC()
+	w.State, w.Plan, w.Reason = WorkerDead, "", "did not acknowledge dispatch of "+p.Name
+	l.log.Warn("dispatch not acknowledged: plan failed", "plan", p.Name, "worker", w.ID)
+	cb := newCallback(CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", "")
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+	if err := l.publishCallback(cb); err != nil {
+		l.log.Error("callback", "err", err)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return event.Clean(strings.Join(lines, " | "))
+}
+
+// typeLine types the dispatch line for plan into w's pane, after checking
+// that the pane is still w's: a pane that cannot be proven to be the right
+// worker is never typed into.
+func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
+	line, err := DispatchLine(plan)
+	if err != nil {
+		return err
+	}
+	// A line half typed (text without its Enter) is worse than a late one:
+	// finish typing even if orch serve is asked to stop meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	owner, dead, err := l.tmux.PaneWorker(ctx, w.Pane)
+	if err != nil {
+		return err
+	}
+	if owner != w.ID || dead {
+		return fmt.Errorf("%w: pane %s belongs to %q (dead: %v), not %s", tmux.ErrNoPane, w.Pane, owner, dead, w.ID)
+	}
+	return l.tmux.SendLine(ctx, w.Pane, line)
+}
