@@ -24,6 +24,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -224,18 +225,12 @@ func (b *Broker) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker setup: stream: %w", err)
 	}
-	_, err = js.CreateOrUpdatePushConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-		Durable:        LeadConsumer,
-		Description:    "events and commands for the lead loop",
-		DeliverSubject: LeadDeliver(p),
-		FilterSubjects: []string{p + ".ev.>", p + ".cmd.>"},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        AckWait,
-		MaxDeliver:     -1, // never give up on an event: nothing lost
-		MaxAckPending:  1024,
-	})
-	if err != nil {
+	if _, err := js.PushConsumer(ctx, StreamName, LeadConsumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		_, err = js.CreatePushConsumer(ctx, StreamName, leadConsumerConfig(p, 0))
+		if err != nil {
+			return fmt.Errorf("broker setup: consumer %s: %w", LeadConsumer, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("broker setup: consumer %s: %w", LeadConsumer, err)
 	}
 	_, err = js.CreateOrUpdatePushConsumer(ctx, StreamName, jetstream.ConsumerConfig{
@@ -254,6 +249,66 @@ func (b *Broker) setup(ctx context.Context) error {
 		return fmt.Errorf("broker setup: consumer %s: %w", WaitConsumer, err)
 	}
 	return nil
+}
+
+// leadConsumerConfig is the lead loop's consumer: every event and command,
+// from startSeq (0: from the beginning), acknowledged one by one after its
+// effect, redelivered forever until then.
+func leadConsumerConfig(p string, startSeq uint64) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
+		Durable:        LeadConsumer,
+		Description:    "events and commands for the lead loop",
+		DeliverSubject: LeadDeliver(p),
+		FilterSubjects: []string{p + ".ev.>", p + ".cmd.>"},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        AckWait,
+		MaxDeliver:     -1, // never give up on an event: nothing lost
+		MaxAckPending:  1024,
+	}
+	if startSeq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startSeq
+	}
+	return cfg
+}
+
+// RewindLead makes the lead consumer hand out again, right away, every
+// message that was delivered but not acknowledged when the previous lead
+// loop stopped (a crash between effect and ack). Without it the server
+// would wait out AckWait first. The consumer is recreated to start just
+// above its acknowledgement floor; messages acknowledged out of order above
+// the floor come again too, and the lead loop's record of handled event ids
+// makes them no-ops. A crash between the delete and the create leaves no
+// consumer, and the next Start recreates it from the beginning: slower,
+// equally correct.
+func (b *Broker) RewindLead(ctx context.Context) (pending int, err error) {
+	nc, err := b.ConnectLead()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	c, err := js.PushConsumer(ctx, StreamName, LeadConsumer)
+	if err != nil {
+		return 0, fmt.Errorf("rewind: %w", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("rewind: %w", err)
+	}
+	if info.NumAckPending == 0 {
+		return 0, nil
+	}
+	if err := js.DeleteConsumer(ctx, StreamName, LeadConsumer); err != nil {
+		return 0, fmt.Errorf("rewind: %w", err)
+	}
+	if _, err := js.CreatePushConsumer(ctx, StreamName, leadConsumerConfig(b.cfg.Prefix, info.AckFloor.Stream+1)); err != nil {
+		return 0, fmt.Errorf("rewind: %w", err)
+	}
+	return info.NumAckPending, nil
 }
 
 // LeadDeliver is the subject the lead consumer pushes to.

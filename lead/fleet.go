@@ -127,7 +127,7 @@ func (l *Loop) setDeathHook(ctx context.Context, session string) error {
 	}
 	// tmux expands the #{...} formats for the pane that died; the single
 	// quotes keep tmux from expanding anything else.
-	sh := fmt.Sprintf(`ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_PANE="#{pane_id}" "%s" died "pane #{pane_id} exited with status #{pane_dead_status}"`,
+	sh := fmt.Sprintf(`ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_PANE="#{pane_id}" "%s" died "pane #{pane_id} exited with #{?pane_dead_signal,signal #{pane_dead_signal},status #{pane_dead_status}}"`,
 		l.orchDir, tmux.WorkerOption, notifyBin)
 	for _, hook := range []string{"pane-died", "pane-exited"} {
 		if err := l.tmux.SetHook(ctx, session, hook, "run-shell -b '"+sh+"'"); err != nil {

@@ -66,7 +66,9 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		delete(l.st.Errors, e.ID)
 		l.save()
 	}
-	l.fault("before-ack")
+	if e.Kind == event.Done {
+		l.fault("before-ack")
+	}
 	if err := m.DoubleAck(ctx); err != nil {
 		// The effect is committed and recorded; a redelivery will be a no-op.
 		l.log.Warn("ack", "event", e.ID, "err", err)

@@ -153,6 +153,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	l.ingestSpool()
 
+	if n, err := l.b.RewindLead(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	} else if n > 0 {
+		l.log.Info("catching up: events delivered but not acknowledged before the last stop come again now", "pending", n)
+	}
 	js, err := jetstream.New(l.nc)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,8 +40,15 @@ func TestScripts(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil && requireTmux() {
 		t.Fatal("tmux is not installed and ORCH_REQUIRE_TMUX=1: install tmux (apt-get install -y tmux)")
 	}
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+	testscript.Run(t, scriptParams("testdata/script"))
+}
+
+// scriptParams is the one testscript setup of every script directory: a
+// private tmux server per script, git with a fixed identity and no user
+// config, and the custom commands.
+func scriptParams(dir string) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
 		Setup: func(env *testscript.Env) error {
 			var b [6]byte
 			rand.Read(b[:])
@@ -60,6 +68,10 @@ func TestScripts(t *testing.T) {
 				_, err := exec.LookPath("tmux")
 				return err == nil, nil
 			}
+			if cond == "root" {
+				// root ignores file modes: a chmod cannot make a directory unwritable.
+				return os.Geteuid() == 0, nil
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -67,8 +79,10 @@ func TestScripts(t *testing.T) {
 			"waitstate":   cmdWaitState,
 			"jsonlen":     cmdJSONLen,
 			"countlines":  cmdCountLines,
+			"exitcode":    cmdExitCode,
+			"waitfile":    cmdWaitFile,
 		},
-	})
+	}
 }
 
 // waitserving [dir]: wait until orch serve holds the repo's lock and its
@@ -137,4 +151,38 @@ func cmdCountLines(ts *testscript.TestScript, neg bool, args []string) {
 	if (n == want) == neg {
 		ts.Fatalf("%s: %d lines contain %q, want %d", args[0], n, args[1], want)
 	}
+}
+
+// exitcode <n> <command> [args...]: run command and check that it exits with
+// n. Its stdout and stderr are kept for the stdout/stderr checks that follow.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode <n> <command> [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %q is not a number", args[0])
+	}
+	got := 0
+	var ee *exec.ExitError
+	if err := ts.Exec(args[1], args[2:]...); errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("%s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// waitfile <path>: wait until path exists; ! waitfile <path>: until it is gone.
+func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: [!] waitfile <path>")
+	}
+	path := ts.MkAbs(args[0])
+	eventually.True(ts, 20*time.Second, func() bool {
+		_, err := os.Stat(path)
+		return (err == nil) != neg
+	}, "%s to exist: %v", args[0], !neg)
 }
