@@ -73,7 +73,7 @@ func (l *Loop) died(e event.Event) (*Callback, string) {
 	}
 	if p.Attempts < 2 {
 		// A plan pinned to the dead worker (--to) is free to go elsewhere.
-		p.State, p.Worker, p.Target, p.Reason, p.Updated = PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now
+		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now, now
 		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+plan+" queued again", ""), "worker dead, plan queued again"
 	}
 	p.State, p.Worker, p.Reason, p.Updated = PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now

@@ -57,17 +57,19 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			if w.State == WorkerDead {
 				w.State, w.Reason = WorkerIdle, ""
 			}
+			l.watchPane(id, p.ID, p.PID)
 			continue
 		}
-		pane, err := l.startPane(ctx, name, id, has || i > 1)
+		pane, pid, err := l.startPane(ctx, name, id, has || i > 1)
 		if err != nil {
 			return fmt.Errorf("fleet: start %s: %w", id, err)
 		}
+		l.watchPane(id, pane, pid)
 		has = true
 		if w.Plan != "" {
 			// Its old pane is gone, and with it the work in progress.
 			if p := l.st.Plans[w.Plan]; p != nil && (p.State == PlanDispatched || p.State == PlanRunning) {
-				p.State, p.Worker, p.Reason, p.Updated = PlanQueued, "", "worker "+id+" was restarted; queued again", now
+				p.State, p.Worker, p.Reason, p.Updated, p.AttemptSince = PlanQueued, "", "worker "+id+" was restarted; queued again", now, now
 			}
 		}
 		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
@@ -79,10 +81,10 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	return l.save()
 }
 
-func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (string, error) {
+func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (string, int, error) {
 	env, err := l.workerEnv(id)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	command := l.cfg.Agent
 	if l.cfg.BinDir != "" {
@@ -97,20 +99,24 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 		pane, err = l.tmux.NewSession(ctx, session, l.cfg.Root, env, command)
 	}
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := l.tmux.SetPaneOption(ctx, pane, tmux.WorkerOption, id); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := l.tmux.SetPaneTitle(ctx, pane, id); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	// Keep a dead pane (and its last screen) so that pane-died fires and
 	// the evidence stays readable with orch read.
 	if err := l.tmux.SetPaneOption(ctx, pane, "remain-on-exit", "on"); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return pane, nil
+	pid, err := l.tmux.PanePID(ctx, pane)
+	if err != nil {
+		return "", 0, err
+	}
+	return pane, pid, nil
 }
 
 // setDeathHook makes tmux tell the lead loop, through orch-notify, the

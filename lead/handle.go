@@ -103,6 +103,9 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(note, "ignored") {
+		l.log.Info(note, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
+	}
 	l.st.Handled[e.ID] = &Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
 	if err := l.save(); err != nil {
 		return nil, err
@@ -133,7 +136,7 @@ func (l *Loop) queue(e event.Event) string {
 	case PlanQueued, PlanDispatched, PlanRunning, PlanNeedsInput:
 		return l.refuse(e, fmt.Sprintf("plan %s is already %s", e.Plan, p.State))
 	}
-	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, Updated: now, Attempts: p.Attempts}
+	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts}
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return "queued"
 }
@@ -149,6 +152,14 @@ func (l *Loop) holder(e event.Event) (*Plan, *Worker, string) {
 	}
 	if e.Worker != p.Worker {
 		return nil, nil, fmt.Sprintf("plan %s is held by %s, not %s", e.Plan, p.Worker, e.Worker)
+	}
+	// Events are caused by the attempt, so they come after it began. One
+	// from before was sent for an earlier attempt (and spooled, or delayed)
+	// and must not change this one. Workers on other hosts need clocks in
+	// step with the lead's (NTP).
+	if !p.AttemptSince.IsZero() && e.Time.Before(p.AttemptSince) {
+		return nil, nil, fmt.Sprintf("stale: sent at %s, before attempt %d of plan %s began at %s",
+			e.Time.Format(time.RFC3339Nano), p.Attempts, e.Plan, p.AttemptSince.Format(time.RFC3339Nano))
 	}
 	return p, l.st.Worker(e.Worker), ""
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/git"
@@ -80,6 +81,9 @@ type Loop struct {
 	nc      *nats.Conn
 	msgs    chan jetstream.Msg
 	timers  chan ackCheck
+	deaths  chan death
+	// stopR is readable once the loop stops: it wakes the pane watchers.
+	stopR int
 }
 
 // OrchDir is the .orch directory of a repo root.
@@ -96,7 +100,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
-	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096), timers: make(chan ackCheck, 64)}
+	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
+		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1}
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
 	}
@@ -125,6 +130,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer l.nc.Close()
 	l.log.Info("broker up", "url", l.b.URL())
+
+	var stop [2]int
+	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	l.stopR = stop[0]
+	defer unix.Close(stop[0])
+	defer unix.Close(stop[1]) // closing the write end wakes every pane watcher
 
 	if cfg.Workers > 0 {
 		l.tmux = tmux.New(cfg.TmuxSocket)
@@ -191,6 +204,8 @@ func Run(ctx context.Context, cfg Config) error {
 		case m := <-l.msgs:
 			l.handleMsg(ctx, m)
 			l.schedule(ctx)
+		case d := <-l.deaths:
+			l.reportDeath(ctx, d)
 		case c := <-l.timers:
 			l.ackExpired(ctx, c)
 			l.schedule(ctx)

@@ -63,8 +63,12 @@ type Plan struct {
 	Result   string    `json:"result,omitempty"` // harvest commit
 	Ledger   int       `json:"ledger,omitempty"` // ledger entry id
 	Queued   time.Time `json:"queued,omitzero"`
-	Updated  time.Time `json:"updated"`
-	Attempts int       `json:"attempts,omitempty"`
+	// AttemptSince is when the current attempt began: the time of the
+	// orch dispatch that queued it, or of its automatic re-queue. Worker
+	// events sent before it belong to an earlier attempt.
+	AttemptSince time.Time `json:"attempt_since,omitzero"`
+	Updated      time.Time `json:"updated"`
+	Attempts     int       `json:"attempts,omitempty"`
 }
 
 // Handled records that an event had its effect, and the callback it

@@ -161,6 +161,8 @@ var (
 
 // yamlError turns a yaml.v3 error into one that names the PLAN.md line:
 // yaml counts lines from the start of the YAML, which is file line 2.
+var atLineRE = regexp.MustCompile(`at line [0-9]+`)
+
 func yamlError(rel string, err error) error {
 	var msgs []string
 	var te *yaml.TypeError
@@ -176,8 +178,21 @@ func yamlError(rel string, err error) error {
 		line := 0
 		if sub := yamlLineRE.FindStringSubmatch(m); sub != nil {
 			n, _ := strconv.Atoi(sub[1])
-			line = n + 1
+			line = n + 1 // the opening "---" is line 1 of the file
 			text = sub[2]
+			// yaml.v3 numbers scanner errors from 1 but parser errors that
+			// carry a context (an unclosed collection) from 0.
+			for _, p := range []string{"did not find expected ',' or", "did not find expected key", "did not find expected '-' indicator"} {
+				if strings.HasPrefix(text, p) {
+					line++
+				}
+			}
+			// Line numbers inside the text ("already defined at line 2")
+			// are relative to the YAML too.
+			text = atLineRE.ReplaceAllStringFunc(text, func(m string) string {
+				n, _ := strconv.Atoi(strings.TrimPrefix(m, "at line "))
+				return "at line " + strconv.Itoa(n+1)
+			})
 		}
 		if sub := unknownFieldRE.FindStringSubmatch(text); sub != nil {
 			text = fmt.Sprintf("unknown key %q", sub[1])

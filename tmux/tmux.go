@@ -206,6 +206,23 @@ func (c *Client) PaneWorker(ctx context.Context, pane string) (worker string, de
 	return f[1], f[2] == "1", nil
 }
 
+// PanePID returns the pid of the process tmux started in pane.
+func (c *Client) PanePID(ctx context.Context, pane string) (int, error) {
+	if !ValidPaneID(pane) {
+		return 0, fmt.Errorf("pane pid: %w: %q", ErrBadPane, pane)
+	}
+	out, err := c.run(ctx, "display-message", "-p", "-t", pane, "#{pane_id}\t#{pane_pid}")
+	if err != nil {
+		return 0, fmt.Errorf("pane pid %s: %w", pane, noSession(err))
+	}
+	id, p, _ := strings.Cut(strings.TrimRight(out, "\n"), "\t")
+	pid, err := strconv.Atoi(p)
+	if id != pane || err != nil {
+		return 0, fmt.Errorf("pane pid %s: %w", pane, ErrNoPane)
+	}
+	return pid, nil
+}
+
 // KillPane removes a pane; a pane that is already gone is not an error.
 func (c *Client) KillPane(ctx context.Context, pane string) error {
 	if !ValidPaneID(pane) {
