@@ -69,7 +69,11 @@ type Config struct {
 	Prefix   string // subject prefix, default "orch"
 	MaxStore int64
 	MaxMem   int64
-	Logger   *slog.Logger
+	// DupeWindow is how long the stream remembers message ids to drop
+	// copies; 0 means DupeWindow. Copies arriving later are caught by the
+	// lead loop's own record of handled ids.
+	DupeWindow time.Duration
+	Logger     *slog.Logger
 }
 
 // Broker is a running embedded server.
@@ -94,6 +98,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	if cfg.MaxMem == 0 {
 		cfg.MaxMem = DefaultMaxMem
+	}
+	if cfg.DupeWindow == 0 {
+		cfg.DupeWindow = DupeWindow
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -219,7 +226,7 @@ func (b *Broker) setup(ctx context.Context) error {
 		Retention:   jetstream.LimitsPolicy,
 		MaxBytes:    StreamMaxBytes,
 		MaxMsgSize:  MaxEventBytes,
-		Duplicates:  DupeWindow,
+		Duplicates:  b.cfg.DupeWindow,
 		Discard:     jetstream.DiscardOld,
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	}
 	cb, err := l.apply(ctx, e)
 	if err != nil {
-		l.st.Errors[e.ID] = err.Error()
+		l.st.Errors[e.ID] = event.Clean(err.Error())
 		l.save()
 		l.log.Error("event not handled yet; it will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
 		m.NakWithDelay(retryBackoff(m))
@@ -60,6 +60,9 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 			l.log.Error("callback not published; the event will be redelivered", "plan", e.Plan, "err", err)
 			m.NakWithDelay(retryBackoff(m))
 			return
+		}
+		if h := l.st.Handled[e.ID]; h != nil {
+			h.Published = true
 		}
 	}
 	if _, had := l.st.Errors[e.ID]; had {
@@ -81,6 +84,9 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	if h, ok := l.st.Handled[e.ID]; ok {
 		l.log.Info("duplicate event, no effect", "kind", e.Kind, "plan", e.Plan, "event", e.ID)
+		if h.Published {
+			return nil, nil
+		}
 		return h.Callback, nil
 	}
 	var (

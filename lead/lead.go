@@ -62,7 +62,8 @@ type Config struct {
 	// dispatch before the line is re-sent once (then the plan fails).
 	// 0 means DefaultAckTimeout; negative disables the check.
 	AckTimeout time.Duration
-	Fault      string // fault-injection point (ORCH_FAULT), tests only
+	Fault      string        // fault-injection point (ORCH_FAULT), tests only
+	DupeWindow time.Duration // the stream's duplicate window; 0: broker.DupeWindow
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -120,7 +121,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if l.st, err = LoadState(l.orchDir); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, Logger: l.log})
+	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Logger: l.log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

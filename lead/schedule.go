@@ -94,7 +94,9 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 	}
 	if err := l.typeLine(ctx, w, p.Name); err != nil {
 		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
+		// Nothing reached a worker: this was no attempt.
 		p.State, p.Worker, p.Reason = PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
+		p.Attempts--
 		w.State, w.Plan, w.Reason = WorkerDead, "", err.Error()
 		l.save()
 		return

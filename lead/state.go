@@ -78,7 +78,11 @@ type Handled struct {
 	Plan     string    `json:"plan"`
 	Time     time.Time `json:"time"`
 	Callback *Callback `json:"callback,omitempty"`
-	Note     string    `json:"note,omitempty"`
+	// Published is set once the callback is stored. It is saved with the
+	// next state save; until then a redelivery publishes the callback again
+	// under the same message id, which the broker drops as a copy.
+	Published bool   `json:"published,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // Rejection is an event the lead loop refused, kept for orch status.

@@ -142,7 +142,16 @@ func SendPane(ctx context.Context, root, socket, id, text string) error {
 	if err != nil {
 		return err
 	}
-	return tmux.New(socket).SendLine(ctx, p, text)
+	tc := tmux.New(socket)
+	// Type only into a pane that proves to be this worker's.
+	owner, dead, err := tc.PaneWorker(ctx, p)
+	if err != nil {
+		return fmt.Errorf("send to %s: %w", id, err)
+	}
+	if owner != id || dead {
+		return fmt.Errorf("send to %s: %w: pane %s belongs to %q (dead: %v); nothing typed", id, tmux.ErrNoPane, p, owner, dead)
+	}
+	return tc.SendLine(ctx, p, text)
 }
 
 // Down stops the fleet's tmux session and the lead loop, and returns once

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +25,10 @@ func TestReliability(t *testing.T) {
 	p := scriptParams("testdata/reliability")
 	p.Cmds["killworker"] = cmdKillWorker
 	p.Cmds["waitworker"] = cmdWaitWorker
+	p.Cmds["outlast"] = cmdOutlast
+	p.Cmds["noseeds"] = cmdNoSeeds
+	p.Cmds["waitstatus"] = cmdWaitStatus
+	p.Cmds["waitfilecount"] = cmdWaitFileCount
 	testscript.Run(t, p)
 }
 
@@ -67,4 +75,55 @@ func cmdWaitWorker(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		return false
 	}, "worker %s to be %s", args[0], args[1])
+}
+
+// outlast <duration>: let the duration pass. The scripts that use it test
+// what happens after a window of time (the broker's duplicate window), so
+// the time itself is the condition.
+func cmdOutlast(ts *testscript.TestScript, neg bool, args []string) {
+	d, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	start := time.Now()
+	eventually.True(ts, d+5*time.Second, func() bool { return time.Since(start) > d }, "time to pass")
+}
+
+// noseeds <file>...: none of the files holds a credential seed of the repo.
+func cmdNoSeeds(ts *testscript.TestScript, neg bool, args []string) {
+	seeds, err := filepath.Glob(ts.MkAbs(".orch/creds/*.nk"))
+	ts.Check(err)
+	if len(seeds) == 0 {
+		ts.Fatalf("no seeds found to look for")
+	}
+	for _, sf := range seeds {
+		seed := strings.TrimSpace(ts.ReadFile(sf))
+		for _, f := range args {
+			if strings.Contains(ts.ReadFile(f), seed) {
+				ts.Fatalf("%s contains the seed of %s", f, filepath.Base(sf))
+			}
+		}
+	}
+}
+
+// waitstatus <regexp>: wait until orch status (text) matches.
+func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
+	re, err := regexp.Compile(args[0])
+	ts.Check(err)
+	dir := ts.MkAbs(".")
+	eventually.True(ts, 20*time.Second, func() bool {
+		cmd := exec.Command("orch", "status")
+		cmd.Dir = dir
+		out, _ := cmd.CombinedOutput()
+		return re.Match(out)
+	}, "orch status to match %q", args[0])
+}
+
+// waitfilecount <dir> <n>: wait until dir holds n files.
+func cmdWaitFileCount(ts *testscript.TestScript, neg bool, args []string) {
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	dir := ts.MkAbs(args[0])
+	eventually.True(ts, 20*time.Second, func() bool {
+		ents, _ := os.ReadDir(dir)
+		return len(ents) == n
+	}, "%s to hold %d files", args[0], n)
 }

@@ -18,6 +18,7 @@ type serveOptions struct {
 	Agent      string
 	Port       int
 	AckTimeout time.Duration
+	DupeWindow time.Duration
 	Verbose    bool
 }
 
@@ -41,6 +42,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.Agent, "agent", "", "command each worker pane runs, e.g. \"claude\"")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
+	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	return cmd
 }
@@ -64,6 +66,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		BinDir:     binDir(),
 		Port:       o.Port,
 		AckTimeout: o.AckTimeout,
+		DupeWindow: o.DupeWindow,
 		Fault:      os.Getenv(lead.FaultEnv),
 		Logger:     slog.New(lead.NewLineHandler(s.Err, level)),
 	})
