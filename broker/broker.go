@@ -197,13 +197,13 @@ func (b *Broker) Shutdown() {
 
 // ConnectLead opens an in-process connection with the lead role: no socket,
 // no reconnects (the server lives and dies with this process).
-func (b *Broker) ConnectLead() (*nats.Conn, error) {
+func (b *Broker) ConnectLead(opts ...nats.Option) (*nats.Conn, error) {
 	pub, err := b.leadKP.PublicKey()
 	if err != nil {
 		return nil, err
 	}
-	return nats.Connect("", nats.InProcessServer(b.srv), nats.Name("orch-serve"),
-		nats.Nkey(pub, b.leadKP.Sign), nats.NoReconnect())
+	return nats.Connect("", append([]nats.Option{nats.InProcessServer(b.srv), nats.Name("orch-serve"),
+		nats.Nkey(pub, b.leadKP.Sign), nats.NoReconnect()}, opts...)...)
 }
 
 // setup creates or updates the stream and the two durable push consumers.
@@ -227,7 +227,9 @@ func (b *Broker) setup(ctx context.Context) error {
 		MaxBytes:    StreamMaxBytes,
 		MaxMsgSize:  MaxEventBytes,
 		Duplicates:  b.cfg.DupeWindow,
-		Discard:     jetstream.DiscardOld,
+		// When full, refuse new messages (orch-notify then spools them)
+		// rather than drop old ones nobody has handled yet.
+		Discard: jetstream.DiscardNew,
 	})
 	if err != nil {
 		return fmt.Errorf("broker setup: stream: %w", err)

@@ -29,6 +29,7 @@ const (
 	Blocked  Kind = "blocked"  // the worker cannot go on; Status holds the reason
 	Died     Kind = "died"     // the worker's process ended (a tmux hook or a process exit); Plan may be empty
 	Dispatch Kind = "dispatch" // lead command: queue a plan (Worker: optional target)
+	Lost     Kind = "lost"     // lead record: Worker's pane was gone at start while it held Plan
 )
 
 // WorkerKinds are the kinds orch-notify accepts on its command line.
@@ -74,7 +75,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch {
+	if k == Dispatch || k == Lost {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -112,8 +113,8 @@ func (e Event) Check() error {
 		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
 	case e.Plan == "" && e.Kind != Died:
 		return fmt.Errorf("%w: no plan", ErrMalformed)
-	case e.Kind == Died && e.Worker == "":
-		return fmt.Errorf("%w: died without a worker id", ErrMalformed)
+	case (e.Kind == Died || e.Kind == Lost) && e.Worker == "":
+		return fmt.Errorf("%w: %s without a worker id", ErrMalformed, e.Kind)
 	case e.Time.IsZero():
 		return fmt.Errorf("%w: no time", ErrMalformed)
 	case e.Worker != "" && !ValidWorker(e.Worker):
@@ -126,7 +127,7 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch:
+	case Started, Done, Blocked, Died, Dispatch, Lost:
 		return true
 	}
 	return false

@@ -52,7 +52,10 @@ func (l *Loop) died(e event.Event) (*Callback, string) {
 	if w == nil {
 		return nil, l.refuse(e, "unknown worker "+e.Worker)
 	}
-	if e.Pane != "" && w.Pane != "" && e.Pane != w.Pane {
+	if e.Pane == "" {
+		return nil, l.refuse(e, "a died event must name the pane that ended (ORCH_PANE)")
+	}
+	if e.Pane != w.Pane {
 		return nil, fmt.Sprintf("ignored: pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane)
 	}
 	if w.State == WorkerDead {
@@ -71,13 +74,39 @@ func (l *Loop) died(e event.Event) (*Callback, string) {
 	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
 		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason, ""), "worker dead"
 	}
+	return l.requeueOrFail(e, w, p, reason)
+}
+
+// lostPlan handles a plan whose worker's pane was gone at start (the worker
+// already has a new pane): by now every event sent before the loss has been
+// handled, so if the plan is still held, its work is lost and it is queued
+// again (once), and the worker, in its new pane, is free.
+func (l *Loop) lostPane(e event.Event) (*Callback, string) {
+	w := l.st.Worker(e.Worker)
+	if w == nil {
+		return nil, l.refuse(e, "unknown worker "+e.Worker)
+	}
+	p := l.st.Plans[e.Plan]
+	if w.Plan == e.Plan {
+		w.State, w.Plan, w.Since = WorkerIdle, "", l.cfg.Now().UTC()
+	}
+	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
+		return nil, "ignored: plan " + e.Plan + " no longer held by " + w.ID
+	}
+	return l.requeueOrFail(e, w, p, e.Status)
+}
+
+// requeueOrFail queues a plan whose worker was lost again, once; the second
+// loss fails it.
+func (l *Loop) requeueOrFail(e event.Event, w *Worker, p *Plan, reason string) (*Callback, string) {
+	now := l.cfg.Now().UTC()
 	if p.Attempts < 2 {
-		// A plan pinned to the dead worker (--to) is free to go elsewhere.
+		// A plan pinned to the lost worker (--to) is free to go elsewhere.
 		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now, now
-		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+plan+" queued again", ""), "worker dead, plan queued again"
+		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), "worker lost, plan queued again"
 	}
 	p.State, p.Worker, p.Reason, p.Updated = PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
-	return newCallback(CallbackFailed, e.ID, plan, w.ID, p.Reason, ""), "worker dead, plan failed"
+	return newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, ""), "worker lost, plan failed"
 }
 
 // ackCheck is the one timer armed per dispatch: if the plan is still only
@@ -93,7 +122,7 @@ func (l *Loop) armAck(p *Plan, resent bool) {
 		return
 	}
 	c := ackCheck{plan: p.Name, attempt: p.Attempts, resent: resent}
-	time.AfterFunc(l.cfg.AckTimeout, func() { l.timers <- c })
+	time.AfterFunc(l.cfg.AckTimeout, func() { send(l, l.timers, c) })
 }
 
 // ackExpired runs when a dispatch was not acknowledged in time: the pane is
@@ -113,9 +142,15 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 		screen = "(pane unreadable: " + err.Error() + ")"
 	}
 	shown := strings.Contains(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(p.Name))
-	if !c.resent {
+	if !c.resent && !p.Resent {
+		// The line on screen means it was typed but perhaps not submitted
+		// (an Enter lost to a crash): press Enter only, never type it twice.
 		l.log.Warn("no started within the deadline; re-sending the dispatch line once", "plan", p.Name, "worker", w.ID, "line_on_screen", shown)
-		if err := l.typeLine(ctx, w, p.Name); err != nil {
+		p.Resent = true
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+		}
+		if err := l.retype(ctx, w, p.Name, shown); err != nil {
 			l.log.Error("re-send", "plan", p.Name, "err", err)
 		}
 		l.armAck(p, true)
@@ -124,15 +159,45 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 	evidence := lastLines(screen, 8)
 	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("no started from %s within %s of dispatch, line re-sent once (dispatch line on screen: %v); screen: %s",
 		w.ID, l.cfg.AckTimeout, shown, evidence), l.cfg.Now().UTC()
+	p.Unacked = true
 	w.State, w.Plan, w.Reason = WorkerDead, "", "did not acknowledge dispatch of "+p.Name
 	l.log.Warn("dispatch not acknowledged: plan failed", "plan", p.Name, "worker", w.ID)
-	cb := newCallback(CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", "")
+	l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", ""))
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
-	if err := l.publishCallback(cb); err != nil {
-		l.log.Error("callback", "err", err)
+	l.flushOutbox()
+}
+
+// flushOutbox stores the callbacks that no message carries. Their ids are
+// fixed, so a crash after publishing and before saving stores nothing twice
+// within the broker's duplicate window.
+func (l *Loop) flushOutbox() {
+	kept := l.st.Outbox[:0]
+	for _, cb := range l.st.Outbox {
+		if err := l.publishCallback(cb); err != nil {
+			l.log.Error("callback not published yet; kept for the next start", "plan", cb.Plan, "err", err)
+			kept = append(kept, cb)
+		}
 	}
+	l.st.Outbox = kept
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+}
+
+// retype re-sends a dispatch: Enter alone when the line is already on the
+// worker's screen, the whole line otherwise.
+func (l *Loop) retype(ctx context.Context, w *Worker, plan string, shown bool) error {
+	if !shown {
+		return l.typeLine(ctx, w, plan)
+	}
+	if err := l.checkPane(ctx, w); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return l.tmux.SendEnter(ctx, w.Pane)
 }
 
 func lastLines(s string, n int) string {
@@ -155,6 +220,15 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 	// finish typing even if orch serve is asked to stop meanwhile.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if err := l.checkPane(ctx, w); err != nil {
+		return err
+	}
+	return l.tmux.SendLine(ctx, w.Pane, line)
+}
+
+// checkPane proves that w's pane is w's: a live pane whose @orch_worker
+// option names it.
+func (l *Loop) checkPane(ctx context.Context, w *Worker) error {
 	owner, dead, err := l.tmux.PaneWorker(ctx, w.Pane)
 	if err != nil {
 		return err
@@ -162,5 +236,5 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 	if owner != w.ID || dead {
 		return fmt.Errorf("%w: pane %s belongs to %q (dead: %v), not %s", tmux.ErrNoPane, w.Pane, owner, dead, w.ID)
 	}
-	return l.tmux.SendLine(ctx, w.Pane, line)
+	return nil
 }

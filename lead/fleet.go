@@ -2,11 +2,15 @@ package lead
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -16,12 +20,11 @@ import (
 // its @orch_worker option names the worker: a pane that cannot be proven to
 // be the right worker is never typed into.
 func (l *Loop) fleetUp(ctx context.Context) error {
-	name := tmux.SessionName(l.cfg.Root)
-	l.st.Session = name
-	has, err := l.tmux.HasSession(ctx, name)
+	name, has, err := l.sessionFor(ctx)
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
+	l.st.Session = name
 	found := map[string]tmux.Pane{}
 	if has {
 		panes, err := l.tmux.ListPanes(ctx, name)
@@ -60,17 +63,26 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			l.watchPane(id, p.ID, p.PID)
 			continue
 		}
-		pane, pid, err := l.startPane(ctx, name, id, has || i > 1)
+		pane, pid, err := l.startPane(ctx, name, id, has)
 		if err != nil {
 			return fmt.Errorf("fleet: start %s: %w", id, err)
 		}
-		l.watchPane(id, pane, pid)
-		has = true
-		if w.Plan != "" {
-			// Its old pane is gone, and with it the work in progress.
-			if p := l.st.Plans[w.Plan]; p != nil && (p.State == PlanDispatched || p.State == PlanRunning) {
-				p.State, p.Worker, p.Reason, p.Updated, p.AttemptSince = PlanQueued, "", "worker "+id+" was restarted; queued again", now, now
+		if !has {
+			if err := l.tmux.SetOption(ctx, name, rootOption, l.cfg.Root); err != nil {
+				return fmt.Errorf("fleet: %w", err)
 			}
+		}
+		has = true
+		l.watchPane(id, pane, pid)
+		if w.Plan != "" {
+			// Its old pane is gone, and with it the work in progress. The
+			// plan is not queued again here: a "done" it sent may still be
+			// waiting in the spool or the stream. reportLost puts the loss
+			// into the stream behind those, and the loop decides then.
+			l.lost = append(l.lost, lostPlan{worker: id, pane: w.Pane, plan: w.Plan})
+			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
+			l.log.Info("worker up in a new pane; its plan's fate is decided once earlier events are in", "worker", id, "pane", pane, "plan", w.Plan)
+			continue
 		}
 		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
 		l.log.Info("worker up", "worker", id, "pane", pane)
@@ -79,6 +91,53 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		l.log.Warn("fleet", "err", err)
 	}
 	return l.save()
+}
+
+// rootOption is the session option that names the repo a fleet belongs to.
+const rootOption = "@orch_root"
+
+// sessionFor picks the tmux session of this repo's fleet: orch-<repo>, or,
+// when a session of that name belongs to another repo (same folder name
+// elsewhere), orch-<repo>-<hash of the root>. A session is this repo's only
+// if its @orch_root option says so.
+func (l *Loop) sessionFor(ctx context.Context) (string, bool, error) {
+	base := tmux.SessionName(l.cfg.Root)
+	sum := sha256.Sum256([]byte(l.cfg.Root))
+	for _, name := range []string{base, base + "-" + hex.EncodeToString(sum[:3])} {
+		has, err := l.tmux.HasSession(ctx, name)
+		if err != nil {
+			return "", false, err
+		}
+		if !has {
+			return name, false, nil
+		}
+		root, err := l.tmux.SessionOption(ctx, name, rootOption)
+		if err != nil {
+			return "", false, err
+		}
+		if root == l.cfg.Root {
+			return name, true, nil
+		}
+		l.log.Warn("tmux session belongs to another repo; not touching it", "session", name, "root", root)
+	}
+	return "", false, fmt.Errorf("%w: sessions %s and %s-* belong to other repos", ErrNoFleet, base, base)
+}
+
+// lostPlan is a plan whose worker's pane was gone when orch serve started.
+type lostPlan struct{ worker, pane, plan string }
+
+// reportLost publishes one "lost" record per lost plan, behind everything
+// already in the stream and the spool.
+func (l *Loop) reportLost() {
+	for _, lp := range l.lost {
+		sum := sha256.Sum256([]byte("lost " + lp.worker + " " + lp.pane + " " + lp.plan + " " + l.cfg.Now().String()))
+		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Lost, Worker: lp.worker, Pane: lp.pane,
+			Plan: lp.plan, Host: hostname(), Status: fmt.Sprintf("pane %s was gone when orch serve started", lp.pane), Time: l.cfg.Now().UTC()}
+		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
+			l.log.Error("report lost pane", "worker", lp.worker, "err", err)
+		}
+	}
+	l.lost = nil
 }
 
 func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (string, int, error) {
@@ -127,8 +186,8 @@ func (l *Loop) setDeathHook(ctx context.Context, session string) error {
 		notifyBin = filepath.Join(l.cfg.BinDir, "orch-notify")
 	}
 	for _, s := range []string{notifyBin, l.orchDir} {
-		if strings.ContainsAny(s, "'\"$`\\\n") {
-			return fmt.Errorf("death hook: path %q has quote or $ characters; pane deaths will not be noticed", s)
+		if strings.ContainsAny(s, "'\"$`\\\n#") {
+			return fmt.Errorf("death hook: path %q has quote, $ or # characters; pane deaths are noticed from the pane process only", s)
 		}
 	}
 	// tmux expands the #{...} formats for the pane that died; the single

@@ -22,6 +22,11 @@ import (
 // handleMsg applies one message and acknowledges it once its effect is
 // committed.
 func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
+	// Effects (git commits, typing into tmux) are finished even when orch
+	// serve is asked to stop meanwhile: a git killed mid-commit would leave
+	// index.lock behind and jam every later commit.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
 	e, err := event.Parse(m.Data())
 	if err == nil && (e.Plan != "" || e.Kind != event.Died) {
 		err = plans.ValidateName(e.Plan)
@@ -38,8 +43,11 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		m.Term()
 		return
 	}
-	if e.Kind == event.Dispatch && !strings.Contains(m.Subject(), ".cmd.") {
-		l.refuse(e, "a dispatch command must come from the lead, not a worker")
+	// The subject says who may have sent it (workers may publish only
+	// <prefix>.ev.>): a kind must arrive on its own subject, so a worker
+	// cannot pass a lead command off as an event.
+	if want := event.Subject(l.b.Prefix(), e.Kind); m.Subject() != want {
+		l.refuse(e, fmt.Sprintf("a %s event must arrive on %s, not %s", e.Kind, want, m.Subject()))
 		if err := l.save(); err != nil {
 			m.NakWithDelay(retryBackoff(m))
 			return
@@ -50,7 +58,9 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	cb, err := l.apply(ctx, e)
 	if err != nil {
 		l.st.Errors[e.ID] = event.Clean(err.Error())
-		l.save()
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+		}
 		l.log.Error("event not handled yet; it will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
 		m.NakWithDelay(retryBackoff(m))
 		return
@@ -67,7 +77,9 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	}
 	if _, had := l.st.Errors[e.ID]; had {
 		delete(l.st.Errors, e.ID)
-		l.save()
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+		}
 	}
 	if e.Kind == event.Done {
 		l.fault("before-ack")
@@ -105,6 +117,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note = l.blocked(e)
 	case event.Died:
 		cb, note = l.died(e)
+	case event.Lost:
+		cb, note = l.lostPane(e)
 	}
 	if err != nil {
 		return nil, err
@@ -171,9 +185,12 @@ func (l *Loop) holder(e event.Event) (*Plan, *Worker, string) {
 }
 
 func (l *Loop) started(e event.Event) string {
-	p, _, why := l.holder(e)
+	p, w, why := l.holder(e)
 	if why != "" {
 		return l.refuse(e, why)
+	}
+	if l.revive(p, w) {
+		return "running (late start after the acknowledgement deadline)"
 	}
 	if p.State != PlanDispatched {
 		return "ignored: plan is " + p.State
@@ -189,6 +206,7 @@ func (l *Loop) blocked(e event.Event) (*Callback, string) {
 	if why != "" {
 		return nil, l.refuse(e, why)
 	}
+	l.revive(p, w)
 	if p.State != PlanDispatched && p.State != PlanRunning {
 		return nil, "ignored: plan is " + p.State
 	}
@@ -207,6 +225,7 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 	if why != "" {
 		return nil, l.refuse(e, why), nil
 	}
+	l.revive(p, w)
 	if p.State != PlanDispatched && p.State != PlanRunning {
 		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
 	}
@@ -270,7 +289,7 @@ func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) 
 		// itself): the harvest points at the commit that has it.
 		log, err := l.repo.Log(ctx, 1, plans.RelResultPath(e.Plan))
 		if err != nil || len(log) == 0 {
-			return "", fmt.Errorf("result unchanged and no commit has it: %v", err)
+			return "", fmt.Errorf("%w: RESULT.md is unchanged and no commit has it (%v)", ErrNoHarvest, err)
 		}
 		return log[0].SHA, nil
 	}
@@ -292,6 +311,18 @@ func (l *Loop) recordLedger(ctx context.Context, e event.Event, plan *plans.Plan
 		err = nil // committed before a crash; the redelivery finds it done
 	}
 	return got, err
+}
+
+// revive takes back a plan that failed only because its worker was slow to
+// say "started": the worker is alive after all and the work counts.
+func (l *Loop) revive(p *Plan, w *Worker) bool {
+	if p.State != PlanFailed || !p.Unacked || w == nil {
+		return false
+	}
+	p.State, p.Unacked, p.Reason, p.Updated = PlanRunning, false, "", l.cfg.Now().UTC()
+	w.State, w.Plan, w.Reason = WorkerBusy, p.Name, ""
+	l.log.Info("late start: plan taken back", "plan", p.Name, "worker", w.ID)
+	return true
 }
 
 func (l *Loop) free(w *Worker) {

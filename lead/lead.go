@@ -85,6 +85,19 @@ type Loop struct {
 	deaths  chan death
 	// stopR is readable once the loop stops: it wakes the pane watchers.
 	stopR int
+	// stopped is closed when Run returns, so that goroutines (timers, pane
+	// watchers, the NATS callback) never block sending to a loop that is gone.
+	stopped chan struct{}
+	// lost are plans whose worker's pane was gone at start; see fleetUp.
+	lost []lostPlan
+}
+
+// send delivers v on ch unless the loop has stopped.
+func send[T any](l *Loop, ch chan T, v T) {
+	select {
+	case ch <- v:
+	case <-l.stopped:
+	}
 }
 
 // OrchDir is the .orch directory of a repo root.
@@ -102,7 +115,8 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1}
+		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1, stopped: make(chan struct{})}
+	defer close(l.stopped)
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
 	}
@@ -121,12 +135,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if l.st, err = LoadState(l.orchDir); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	l.st.prune(cfg.Now())
 	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Logger: l.log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.b.Shutdown()
-	if l.nc, err = l.b.ConnectLead(); err != nil {
+	connLost := make(chan struct{})
+	if l.nc, err = l.b.ConnectLead(nats.ClosedHandler(func(*nats.Conn) { close(connLost) })); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.nc.Close()
@@ -166,6 +182,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: spool watch: %w", err)
 	}
 	l.ingestSpool()
+	// Pane losses found at start go into the stream after everything the
+	// workers sent before (pending messages, the spool), so a "done" that was
+	// waiting is harvested before its plan could be queued again.
+	l.reportLost()
 
 	if n, err := l.b.RewindLead(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -180,7 +200,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	cc, err := pc.Consume(func(m jetstream.Msg) { l.msgs <- m })
+	cc, err := pc.Consume(func(m jetstream.Msg) {
+		// Only deliveries of the consumer count: anything else on the
+		// delivery subject (a reply a worker pointed here) is dropped.
+		if _, err := m.Metadata(); err != nil {
+			l.log.Warn("dropped a message that is not a delivery", "subject", m.Subject())
+			return
+		}
+		send(l, l.msgs, m)
+	})
 	if err != nil {
 		return fmt.Errorf("serve: consume: %w", err)
 	}
@@ -189,9 +217,10 @@ func Run(ctx context.Context, cfg Config) error {
 	// Plans dispatched before a restart get their acknowledgement timer back.
 	for _, p := range l.st.Plans {
 		if p.State == PlanDispatched {
-			l.armAck(p, false)
+			l.armAck(p, p.Resent)
 		}
 	}
+	l.flushOutbox()
 	l.schedule(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
@@ -202,6 +231,8 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-ctx.Done():
 			l.log.Info("lead loop stopping")
 			return nil
+		case <-connLost:
+			return fmt.Errorf("serve: %w", ErrConnLost)
 		case m := <-l.msgs:
 			l.handleMsg(ctx, m)
 			l.schedule(ctx)

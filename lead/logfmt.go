@@ -34,10 +34,17 @@ func (h *LineHandler) Handle(_ context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelWarn {
 		b.WriteString(" " + r.Level.String())
 	}
-	b.WriteString(" " + r.Message)
+	b.WriteString(" " + strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, r.Message))
 	write := func(a slog.Attr) bool {
 		v := a.Value.Resolve().String()
-		if strings.ContainsAny(v, " \"=") || v == "" {
+		// Quoting escapes newlines and terminal control characters, so one
+		// record stays one line and cannot drive the reader's terminal.
+		if v == "" || strings.ContainsAny(v, " \"=\\") || strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) }) >= 0 {
 			v = fmt.Sprintf("%q", v)
 		}
 		b.WriteString(" " + a.Key + "=" + v)

@@ -83,12 +83,13 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		return
 	}
 	now := l.cfg.Now().UTC()
-	p.State, p.Worker, p.Reason, p.Updated = PlanDispatched, w.ID, "", now
+	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = PlanDispatched, w.ID, "", now, false, false
 	p.Attempts++
 	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
 	if err := l.save(); err != nil {
 		l.log.Error("save state before dispatch", "err", err)
 		p.State, p.Worker = PlanQueued, ""
+		p.Attempts--
 		w.State, w.Plan = WorkerIdle, ""
 		return
 	}

@@ -69,6 +69,11 @@ type Plan struct {
 	AttemptSince time.Time `json:"attempt_since,omitzero"`
 	Updated      time.Time `json:"updated"`
 	Attempts     int       `json:"attempts,omitempty"`
+	// Resent is set once the dispatch line of this attempt was re-sent.
+	Resent bool `json:"resent,omitempty"`
+	// Unacked is set when the plan failed because no "started" came: a
+	// late started or done from the same worker still counts.
+	Unacked bool `json:"unacked,omitempty"`
 }
 
 // Handled records that an event had its effect, and the callback it
@@ -104,6 +109,9 @@ type State struct {
 	Handled  map[string]*Handled `json:"handled"`
 	Rejected []Rejection         `json:"rejected,omitempty"`
 	Errors   map[string]string   `json:"errors,omitempty"` // event id -> why its effect could not be committed yet
+	// Outbox holds callbacks not caused by a message (a dispatch that was
+	// never acknowledged) until they are stored in the stream.
+	Outbox []*Callback `json:"outbox,omitempty"`
 }
 
 func newState() *State {
@@ -134,6 +142,20 @@ func LoadState(orchDir string) (*State, error) {
 		st.Errors = map[string]string{}
 	}
 	return st, nil
+}
+
+// handledKeep is how long a handled event id is remembered: far beyond the
+// broker's duplicate window, and beyond any replay of a spool file a user
+// might plausibly make.
+const handledKeep = 30 * 24 * time.Hour
+
+// prune forgets handled ids older than handledKeep.
+func (st *State) prune(now time.Time) {
+	for id, h := range st.Handled {
+		if now.Sub(h.Time) > handledKeep {
+			delete(st.Handled, id)
+		}
+	}
 }
 
 // Save writes the state atomically (temporary file, fsync, rename).

@@ -127,13 +127,21 @@ func pane(root, id string) (string, *State, error) {
 	return w.Pane, st, nil
 }
 
-// ReadPane returns what worker id's pane shows, with lines of history.
+// ReadPane returns what worker id's pane shows, with lines of history. A
+// pane that is not provably the worker's (ids are reused after a tmux
+// restart) is not read: it may be someone else's screen.
 func ReadPane(ctx context.Context, root, socket, id string, lines int) (string, error) {
 	p, _, err := pane(root, id)
 	if err != nil {
 		return "", err
 	}
-	return tmux.New(socket).Capture(ctx, p, lines)
+	tc := tmux.New(socket)
+	if owner, _, err := tc.PaneWorker(ctx, p); err != nil {
+		return "", fmt.Errorf("read %s: %w", id, err)
+	} else if owner != id {
+		return "", fmt.Errorf("read %s: %w: pane %s belongs to %q", id, tmux.ErrNoPane, p, owner)
+	}
+	return tc.Capture(ctx, p, lines)
 }
 
 // SendPane types one line into worker id's pane.
@@ -154,52 +162,55 @@ func SendPane(ctx context.Context, root, socket, id, text string) error {
 	return tc.SendLine(ctx, p, text)
 }
 
-// Down stops the fleet's tmux session and the lead loop, and returns once
-// the lead loop has released the repo's lock (or after timeout).
+// Down stops the lead loop, then the fleet's tmux session, and returns once
+// both are gone. The loop goes first: with the panes killed under it, it
+// would record every worker as dead and queue their plans again.
 func Down(ctx context.Context, root, socket string, timeout time.Duration) (stopped []string, err error) {
+	if pid := ServePID(root); pid != 0 {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			return stopped, fmt.Errorf("stop orch serve (pid %d): %w", pid, err)
+		}
+		// Wait for the lock: a blocking flock in another goroutine returns
+		// the moment orch serve exits; the timer is a one-shot deadline.
+		released := make(chan error, 1)
+		go func() {
+			lk, err := flock.Exclusive(filepath.Join(OrchDir(root), LockFile))
+			if err == nil {
+				lk.Unlock()
+			}
+			released <- err
+		}()
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case err := <-released:
+			if err != nil {
+				return stopped, err
+			}
+			stopped = append(stopped, fmt.Sprintf("orch serve (pid %d)", pid))
+		case <-t.C:
+			return stopped, fmt.Errorf("orch serve (pid %d) did not stop within %s", pid, timeout)
+		case <-ctx.Done():
+			return stopped, ctx.Err()
+		}
+	}
 	st, err := LoadState(OrchDir(root))
 	if err != nil {
-		return nil, err
+		return stopped, err
 	}
-	session := st.Session
-	if session == "" {
-		session = tmux.SessionName(root)
-	}
-	tc := tmux.New(socket)
-	if has, _ := tc.HasSession(ctx, session); has {
-		if err := tc.KillSession(ctx, session); err != nil {
-			return stopped, err
-		}
-		stopped = append(stopped, "tmux session "+session)
-	}
-	pid := ServePID(root)
-	if pid == 0 {
+	if st.Session == "" {
 		return stopped, nil
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return stopped, fmt.Errorf("stop orch serve (pid %d): %w", pid, err)
-	}
-	// Wait for the lock: a blocking flock in another goroutine returns the
-	// moment orch serve exits; the timer is a one-shot deadline.
-	released := make(chan error, 1)
-	go func() {
-		lk, err := flock.Exclusive(filepath.Join(OrchDir(root), LockFile))
-		if err == nil {
-			lk.Unlock()
+	tc := tmux.New(socket)
+	if has, _ := tc.HasSession(ctx, st.Session); has {
+		// Only this repo's fleet: a session of the same name may be another's.
+		if owner, err := tc.SessionOption(ctx, st.Session, rootOption); err != nil || owner != root {
+			return stopped, fmt.Errorf("tmux session %s belongs to %q, not this repo; left alone", st.Session, owner)
 		}
-		released <- err
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case err := <-released:
-		if err != nil {
+		if err := tc.KillSession(ctx, st.Session); err != nil {
 			return stopped, err
 		}
-		return append(stopped, fmt.Sprintf("orch serve (pid %d)", pid)), nil
-	case <-t.C:
-		return stopped, fmt.Errorf("orch serve (pid %d) did not stop within %s", pid, timeout)
-	case <-ctx.Done():
-		return stopped, ctx.Err()
+		stopped = append(stopped, "tmux session "+st.Session)
 	}
+	return stopped, nil
 }

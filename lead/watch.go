@@ -2,8 +2,6 @@ package lead
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -37,7 +35,7 @@ func (l *Loop) watchPane(worker, pane string, pid int) {
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
-		l.deaths <- death{worker: worker, pane: pane, pid: pid}
+		go send(l, l.deaths, death{worker: worker, pane: pane, pid: pid})
 		return
 	}
 	if err != nil {
@@ -57,19 +55,17 @@ func (l *Loop) watchPane(worker, pane string, pid int) {
 			return // the loop is stopping
 		}
 		if fds[0].Revents != 0 {
-			l.deaths <- death{worker: worker, pane: pane, pid: pid}
+			send(l, l.deaths, death{worker: worker, pane: pane, pid: pid})
 		}
 	}()
 }
 
 // reportDeath turns an exited pane process into a died event in the stream,
-// so it is handled (and recorded) like one from the tmux hook. Its id is
-// derived from the pane and pid: reporting the same death twice stores it
-// once.
+// so it is handled (and recorded) like one from the tmux hook; the second of
+// the two reports finds the worker dead already.
 func (l *Loop) reportDeath(ctx context.Context, d death) {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("died %s %s %d", d.worker, d.pane, d.pid)))
 	host, _ := os.Hostname()
-	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Died, Worker: d.worker, Pane: d.pane,
+	e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Died, Worker: d.worker, Pane: d.pane,
 		Host: host, Status: fmt.Sprintf("pane %s exited (process %d)", d.pane, d.pid), Time: l.cfg.Now().UTC()}
 	if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
 		l.log.Error("report worker death", "worker", d.worker, "err", err)

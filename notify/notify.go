@@ -252,10 +252,6 @@ func Send(cfg Config, e event.Event) (Result, error) {
 		if err == nil {
 			return Result{Acked: true, Duplicate: dup, Seq: seq}, nil
 		}
-		if errors.Is(err, ErrRejected) {
-			// The broker answered and refused: spooling would only replay the refusal.
-			return res, fmt.Errorf("%w: %v", event.ErrNotKept, err)
-		}
 		res.PubErr = err
 	} else {
 		res.PubErr = fmt.Errorf("%w: no broker URL", ErrNoBroker)

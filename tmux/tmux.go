@@ -173,6 +173,18 @@ func (c *Client) SetOption(ctx context.Context, target, option, value string) er
 	return nil
 }
 
+// SessionOption returns a session option's value ("" when unset).
+func (c *Client) SessionOption(ctx context.Context, session, option string) (string, error) {
+	if err := checkSession(session); err != nil {
+		return "", fmt.Errorf("session option: %w", err)
+	}
+	out, err := c.run(ctx, "show-options", "-q", "-v", "-t", "="+session+":", option)
+	if err != nil {
+		return "", fmt.Errorf("session option %s of %s: %w", option, session, noSession(err))
+	}
+	return strings.TrimRight(out, "\n"), nil
+}
+
 // SetPaneOption sets a pane option (set-option -p) on a pane id, for
 // example WorkerOption.
 func (c *Client) SetPaneOption(ctx context.Context, pane, option, value string) error {
@@ -266,6 +278,17 @@ func (c *Client) SendLine(ctx context.Context, pane, text string) error {
 	}
 	if _, err := c.run(ctx, "send-keys", "-t", pane, "Enter"); err != nil {
 		return fmt.Errorf("send line to %s: enter: %w", pane, err)
+	}
+	return nil
+}
+
+// SendEnter presses Enter in pane.
+func (c *Client) SendEnter(ctx context.Context, pane string) error {
+	if !ValidPaneID(pane) {
+		return fmt.Errorf("send enter: %w: %q", ErrBadPane, pane)
+	}
+	if _, err := c.run(ctx, "send-keys", "-t", pane, "Enter"); err != nil {
+		return fmt.Errorf("send enter to %s: %w", pane, err)
 	}
 	return nil
 }

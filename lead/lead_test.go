@@ -1,0 +1,119 @@
+package lead
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
+)
+
+// startLoop runs a lead loop without a fleet on a fresh repo with plan p.
+func startLoop(t *testing.T) (root string) {
+	t.Helper()
+	root = filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(root, 0o755)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("HOME", t.TempDir())
+	if out, err := exec.Command("git", "init", "-q", "-b", "main", root).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	ctx := context.Background()
+	if _, err := Init(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(ctx, root, &plans.Plan{Name: "p", Body: "x\n"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() { errc <- Run(ctx, Config{Root: root, Ready: func(string) { close(ready) }}) }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	})
+	return root
+}
+
+func workerConn(t *testing.T, root string) (*nats.Conn, notify.Config) {
+	t.Helper()
+	cfg, err := notify.WorkerConfig(func(string) string { return "" }, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := notify.Connect(cfg, "test-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, cfg
+}
+
+// A worker may publish only events; a lead command dressed as an event (on
+// a subject workers may use) is refused, not obeyed.
+func TestWorkerCannotDispatch(t *testing.T) {
+	root := startLoop(t)
+	nc, cfg := workerConn(t, root)
+	e := event.New(event.Dispatch, "p", "", "w1", "h")
+	msg := nats.NewMsg(cfg.Prefix + ".ev.dispatch")
+	msg.Header.Set(nats.MsgIdHdr, e.ID)
+	msg.Data = e.Marshal()
+	if _, _, err := notify.PublishMsg(nc, msg, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 5*time.Second, func() bool {
+		st, err := LoadState(OrchDir(root))
+		return err == nil && len(st.Rejected) == 1 && strings.Contains(st.Rejected[0].Reason, "must arrive on orch.cmd.dispatch")
+	}, "the forged dispatch to be refused")
+	st, _ := LoadState(OrchDir(root))
+	if p := st.Plans["p"]; p != nil {
+		t.Errorf("plan p was touched by a worker's command: %+v", p)
+	}
+}
+
+// A worker pointing a publish's reply at the lead's delivery subject must
+// not feed the lead loop a message that is not a delivery.
+func TestReplyToDeliverySubjectIsDropped(t *testing.T) {
+	root := startLoop(t)
+	nc, cfg := workerConn(t, root)
+	// The worker may not even send it there: its publish permission covers
+	// events only, and the reply (the broker's ack) is what would land.
+	e := event.New(event.Started, "p", "", "w1", "h")
+	msg := nats.NewMsg(event.Subject(cfg.Prefix, e.Kind))
+	msg.Reply = broker.LeadDeliver(cfg.Prefix)
+	msg.Data = e.Marshal()
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	// The real event is handled (refused: p was never dispatched) and the
+	// stray ack on the delivery subject is not recorded as a malformed event.
+	eventually.True(t, 5*time.Second, func() bool {
+		st, err := LoadState(OrchDir(root))
+		return err == nil && len(st.Rejected) >= 1
+	}, "the started event to be handled")
+	st, _ := LoadState(OrchDir(root))
+	for _, r := range st.Rejected {
+		if r.Kind == "malformed" {
+			t.Errorf("a stray message was taken for an event: %+v", r)
+		}
+	}
+}
