@@ -8,3 +8,7 @@ var ErrMalformed = errors.New("malformed event")
 
 // ErrNotKept means an event could be neither published nor spooled.
 var ErrNotKept = errors.New("event not kept")
+
+// ErrBadPlanName means a plan name breaks the contract's rule. Its text
+// reads inside a sentence: `plan name "x" is invalid: ...`.
+var ErrBadPlanName = errors.New("invalid")

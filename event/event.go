@@ -157,6 +157,31 @@ func validPane(p string) bool {
 	return true
 }
 
+// MaxPlanName is the longest plan name.
+const MaxPlanName = 63
+
+// CheckPlanName enforces the contract's plan name rule,
+// ^[a-z0-9][a-z0-9._-]{0,62}$ without "..", before a name touches disk or
+// tmux. It lives here, not in package plans, so that orch-notify checks
+// names without linking a YAML parser; plans.ValidateName is this function.
+func CheckPlanName(name string) error {
+	ok := name != "" && len(name) <= MaxPlanName && !strings.Contains(name, "..")
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '.' || c == '_' || c == '-') && i > 0:
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("plan name %q is %w: use 1-%d characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit, without \"..\"",
+			name, ErrBadPlanName, MaxPlanName)
+	}
+	return nil
+}
+
 // ValidWorker reports whether id is a worker id: "w" and 1-4 digits.
 func ValidWorker(id string) bool {
 	if len(id) < 2 || len(id) > 5 || id[0] != 'w' {

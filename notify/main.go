@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/orch-dev/orch/event"
-	"github.com/orch-dev/orch/plans"
 )
 
 const usage = `usage: orch-notify started <plan>
@@ -92,7 +91,7 @@ func parseArgs(args []string, env Env) (event.Event, error) {
 		return event.Event{}, fmt.Errorf("%w: unknown kind %q (want started, done or blocked)", errUsage, args[0])
 	}
 	plan := args[1]
-	if err := plans.ValidateName(plan); err != nil {
+	if err := event.CheckPlanName(plan); err != nil {
 		return event.Event{}, err
 	}
 	var status string

@@ -1,12 +1,16 @@
 package plans
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/orch-dev/orch/event"
+)
 
 var (
 	// ErrBadName means a plan name breaks the naming rule (see NamePattern).
 	// It is returned before anything touches the disk. Its text is a
 	// predicate: the wrapping error reads `plan name "x" is invalid: ...`.
-	ErrBadName = errors.New("invalid")
+	ErrBadName = event.ErrBadPlanName
 
 	// ErrNoPlan means plans/<name>/PLAN.md does not exist.
 	ErrNoPlan = errors.New("no such plan")

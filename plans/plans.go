@@ -11,6 +11,8 @@
 package plans
 
 import (
+	"github.com/orch-dev/orch/event"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -71,13 +73,7 @@ type Plan struct {
 // ValidateName reports whether name may be used as a plan name. The error
 // wraps ErrBadName, quotes the name with %q (so control characters show
 // escaped) and states the rule.
-func ValidateName(name string) error {
-	if name == "" || len(name) > MaxNameLen || !NamePattern.MatchString(name) || strings.Contains(name, "..") {
-		return fmt.Errorf("plan name %q is %w: use 1-%d characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit, without \"..\"",
-			name, ErrBadName, MaxNameLen)
-	}
-	return nil
-}
+func ValidateName(name string) error { return event.CheckPlanName(name) }
 
 // PlanPath is root/plans/<name>/PLAN.md.
 func PlanPath(root, name string) string { return filepath.Join(root, Dir, name, PlanFile) }

@@ -491,3 +491,17 @@ func TestPaths(t *testing.T) {
 		}
 	}
 }
+
+// The rule is written twice: as NamePattern (the contract's regexp, for
+// readers) and as event.CheckPlanName (what runs). They must agree.
+func FuzzNameRuleAgrees(f *testing.F) {
+	for _, s := range []string{"a", "a.b", "a..b", "../x", "-x", "x-", "A", "a b", strings.Repeat("a", 63), strings.Repeat("a", 64), "é", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		want := NamePattern.MatchString(name) && !strings.Contains(name, "..")
+		if got := ValidateName(name) == nil; got != want {
+			t.Errorf("ValidateName(%q) ok=%v, NamePattern says %v", name, got, want)
+		}
+	})
+}
