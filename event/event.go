@@ -30,6 +30,7 @@ const (
 	Died     Kind = "died"     // the worker's process ended (a tmux hook or a process exit); Plan may be empty
 	Dispatch Kind = "dispatch" // lead command: queue a plan (Worker: optional target)
 	Lost     Kind = "lost"     // lead record: Worker's pane was gone at start while it held Plan
+	Gated    Kind = "gated"    // lead record: Plan's acceptance gates finished; Status: "passed" or why not
 )
 
 // WorkerKinds are the kinds orch-notify accepts on its command line.
@@ -75,7 +76,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost {
+	if k == Dispatch || k == Lost || k == Gated {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -127,7 +128,7 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated:
 		return true
 	}
 	return false

@@ -322,3 +322,65 @@ func Settle(ctx context.Context, root string, id int, measured float64, outcome 
 	}
 	return e, nil
 }
+
+// CheckResult is what orch ledger check did with one bet.
+type CheckResult struct {
+	ID       int      `json:"id"`
+	Plan     string   `json:"plan"`
+	Measured *float64 `json:"measured,omitempty"`
+	Outcome  string   `json:"outcome"` // won, lost, or open when it could not be measured
+	Error    string   `json:"error,omitempty"`
+}
+
+// CheckBets re-runs the metric command of every open bet past its check-by
+// date, now, and settles it against its target; a command that fails or
+// prints no number is recorded as such and the bet stays open. Each result
+// is committed.
+func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult, error) {
+	repo, err := git.Open(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := ledger.Load(root)
+	if err != nil {
+		return nil, err
+	}
+	out := []CheckResult{}
+	for _, e := range ledger.Due(entries, today) {
+		r := CheckResult{ID: e.ID, Plan: e.Plan, Outcome: ledger.Open}
+		cmdline := e.MetricCmd
+		if cmdline == "" {
+			r.Error = "no metric_cmd: settle it by hand with orch ledger settle"
+			out = append(out, r)
+			continue
+		}
+		v, why := measure(root, cmdline)
+		err := WithGitLock(root, func() error {
+			var msg string
+			if v == nil {
+				if _, err := ledger.RecordCheckFailure(root, e.ID, why, time.Now()); err != nil {
+					return err
+				}
+				r.Error = why
+				msg = fmt.Sprintf("ledger #%d check: not measured (%s)\n", e.ID, why)
+			} else {
+				outcome, err := e.Judge(*v)
+				if err != nil {
+					return err
+				}
+				if _, err := ledger.Settle(root, e.ID, *v, outcome, time.Now()); err != nil {
+					return err
+				}
+				r.Measured, r.Outcome = v, outcome
+				msg = fmt.Sprintf("ledger #%d checked: %s (measured %g, target %g, %s is better)\n", e.ID, outcome, *v, *e.Target, e.Direction)
+			}
+			_, err := repo.Commit(ctx, msg, ledger.File)
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("check #%d: %w", e.ID, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

@@ -119,8 +119,11 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note = l.died(e)
 	case event.Lost:
 		cb, note = l.lostPane(e)
+	case event.Gated:
+		cb, note, err = l.gated(ctx, e)
 	}
 	if err != nil {
+		l.pending = nil // nothing was recorded: nothing may start from it
 		return nil, err
 	}
 	if strings.HasPrefix(note, "ignored") {
@@ -128,6 +131,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	l.st.Handled[e.ID] = &Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
 	if err := l.save(); err != nil {
+		l.pending = nil
 		return nil, err
 	}
 	return cb, nil
@@ -242,25 +246,91 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 		return nil, "", fmt.Errorf("harvest %s: %w", e.Plan, err)
 	}
 	var sha string
-	var entry ledger.Entry
 	err = l.withGitLock(func() error {
 		var err error
 		l.fault("before-harvest-commit")
-		if sha, err = l.commitResult(ctx, e); err != nil {
-			return err
-		}
+		sha, err = l.commitResult(ctx, e)
 		l.fault("after-harvest-commit")
-		entry, err = l.recordLedger(ctx, e, plan, sha)
-		l.fault("after-ledger-commit")
 		return err
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("harvest %s: %w", e.Plan, err)
 	}
-	p.State, p.Status, p.Reason, p.Result, p.Ledger, p.Updated = PlanDone, e.Status, "", sha, entry.ID, now
+	p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
+	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "status", e.Status)
+	if len(plan.Acceptance) > 0 {
+		// The worker stays busy while its gates run in its checkout: in a
+		// shared tree its next plan would change what the gates test.
+		p.State, p.Reason, p.Gates = PlanVerifying, "acceptance gates running", true
+		l.after(func() { l.startGates(gateJob{plan: p.Name, attempt: p.Attempts, cmds: plan.Acceptance}) })
+		return nil, "harvested " + short(sha) + "; gates running", nil
+	}
+	cb, err := l.finish(ctx, p, plan, w)
+	if err != nil {
+		return nil, "", err
+	}
+	return cb, "harvested " + short(sha), nil
+}
+
+// gated handles the end of a plan's acceptance gates: the evidence is
+// committed next to RESULT.md, and the plan is finished or failed.
+func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, error) {
+	p := l.st.Plans[e.Plan]
+	if p == nil || p.State != PlanVerifying || !p.Gates {
+		return nil, "ignored: no gates running for " + e.Plan, nil
+	}
+	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
+	err := l.withGitLock(func() error {
+		if sha, err := l.repo.FindTrailer(ctx, TrailerEvent, e.ID); err != nil || sha != "" {
+			return err
+		}
+		msg := fmt.Sprintf("gates %s: %s\n\n%s: %s\n", e.Plan, subjectLine(e.Status), TrailerEvent, e.ID)
+		_, err := l.repo.Commit(ctx, msg, rel)
+		if errors.Is(err, git.ErrNothingToCommit) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("gates %s: %w", e.Plan, err)
+	}
+	p.Gates = false
+	w := l.st.Worker(p.Worker)
+	if e.Status != "passed" {
+		p.State, p.Reason, p.Updated = PlanFailed, e.Status, l.cfg.Now().UTC()
+		l.free(w)
+		l.log.Warn("acceptance gate failed", "plan", e.Plan, "why", e.Status)
+		return newCallback(CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), "failed: " + e.Status, nil
+	}
+	plan, err := plans.Load(l.cfg.Root, e.Plan)
+	if err != nil {
+		return nil, "", fmt.Errorf("gates %s: %w", e.Plan, err)
+	}
+	l.log.Info("acceptance gates passed", "plan", e.Plan)
+	cb, err := l.finish(ctx, p, plan, w)
+	if err != nil {
+		return nil, "", err
+	}
+	cb.Event = e.ID
+	return cb, "gates passed", nil
+}
+
+// finish records a harvested plan whose gates (if any) passed: the bet's
+// after-measurement, the ledger entry, the plan done and its worker free.
+func (l *Loop) finish(ctx context.Context, p *Plan, plan *plans.Plan, w *Worker) (*Callback, error) {
+	var entry ledger.Entry
+	err := l.withGitLock(func() error {
+		var err error
+		entry, err = l.recordLedger(ctx, p, plan)
+		l.fault("after-ledger-commit")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", p.Name, err)
+	}
+	p.State, p.Reason, p.Ledger, p.Updated = PlanDone, "", entry.ID, l.cfg.Now().UTC()
 	l.free(w)
-	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "ledger", entry.ID, "status", e.Status)
-	return newCallback(CallbackDone, e.ID, e.Plan, e.Worker, e.Status, sha), "harvested " + short(sha), nil
+	return newCallback(CallbackDone, p.DoneEvent, p.Name, p.Worker, p.Status, p.Result), nil
 }
 
 func resultProblem(name string, err error) string {
@@ -296,21 +366,45 @@ func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) 
 	return sha, err
 }
 
-func (l *Loop) recordLedger(ctx context.Context, e event.Event, plan *plans.Plan, sha string) (ledger.Entry, error) {
-	en := ledger.Entry{Plan: e.Plan, Worker: e.Worker, Status: e.Status, Commit: sha, Time: e.Time, Event: e.ID}
+func (l *Loop) recordLedger(ctx context.Context, p *Plan, plan *plans.Plan) (ledger.Entry, error) {
+	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent}
 	if b := plan.Bet; b != nil && b.Metric != "" {
 		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
+		if b.MetricCmd != "" {
+			// Measured by the lead loop, before (at dispatch) and now: never
+			// copied from what the worker wrote.
+			en.MetricCmd, en.Baseline, en.BaselineError = b.MetricCmd, p.Baseline, p.BaselineErr
+			if existing, ok := findByEvent(l.cfg.Root, p.DoneEvent); ok {
+				en.AtHarvest, en.AtHarvestError = existing.AtHarvest, existing.AtHarvestError
+			} else {
+				en.AtHarvest, en.AtHarvestError = measure(l.cfg.Root, b.MetricCmd)
+			}
+		}
 	}
 	got, _, err := ledger.Append(l.cfg.Root, en)
 	if err != nil {
 		return got, err
 	}
-	msg := fmt.Sprintf("ledger #%d: %s (%s)\n\n%s: %s\n", got.ID, e.Plan, subjectLine(e.Status), TrailerEvent, e.ID)
+	msg := fmt.Sprintf("ledger #%d: %s (%s)\n\n%s: %s\n", got.ID, p.Name, subjectLine(p.Status), TrailerEvent, p.DoneEvent)
 	_, err = l.repo.Commit(ctx, msg, ledger.File)
 	if errors.Is(err, git.ErrNothingToCommit) {
 		err = nil // committed before a crash; the redelivery finds it done
 	}
 	return got, err
+}
+
+// findByEvent returns the ledger entry an event already produced.
+func findByEvent(root, id string) (ledger.Entry, bool) {
+	entries, err := ledger.Load(root)
+	if err != nil {
+		return ledger.Entry{}, false
+	}
+	for _, e := range entries {
+		if e.Event == id {
+			return e, true
+		}
+	}
+	return ledger.Entry{}, false
 }
 
 // revive takes back a plan that failed only because its worker was slow to

@@ -35,6 +35,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
 
@@ -64,6 +65,8 @@ type Config struct {
 	AckTimeout time.Duration
 	Fault      string        // fault-injection point (ORCH_FAULT), tests only
 	DupeWindow time.Duration // the stream's duplicate window; 0: broker.DupeWindow
+	// GateTimeout bounds each acceptance command; 0 means DefaultGateTimeout.
+	GateTimeout time.Duration
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -90,6 +93,20 @@ type Loop struct {
 	stopped chan struct{}
 	// lost are plans whose worker's pane was gone at start; see fleetUp.
 	lost []lostPlan
+	// pending runs once the current event's effect is recorded.
+	pending []func()
+}
+
+// after runs fn once the current event is recorded (state saved): work
+// started from an event must not start before the event counts as handled.
+func (l *Loop) after(fn func()) { l.pending = append(l.pending, fn) }
+
+func (l *Loop) runPending() {
+	p := l.pending
+	l.pending = nil
+	for _, fn := range p {
+		fn()
+	}
 }
 
 // send delivers v on ch unless the loop has stopped.
@@ -113,6 +130,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout
+	}
+	if cfg.GateTimeout <= 0 {
+		cfg.GateTimeout = DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1, stopped: make(chan struct{})}
@@ -221,6 +241,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	l.flushOutbox()
+	// Gates that were running when the last lead loop stopped run again.
+	for _, p := range l.st.Plans {
+		if p.State == PlanVerifying && p.Gates {
+			if def, err := plans.Load(cfg.Root, p.Name); err == nil && len(def.Acceptance) > 0 {
+				l.startGates(gateJob{plan: p.Name, attempt: p.Attempts, cmds: def.Acceptance})
+			}
+		}
+	}
 	l.schedule(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
@@ -235,6 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("serve: %w", ErrConnLost)
 		case m := <-l.msgs:
 			l.handleMsg(ctx, m)
+			l.runPending()
 			l.schedule(ctx)
 		case d := <-l.deaths:
 			l.reportDeath(ctx, d)

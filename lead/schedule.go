@@ -3,6 +3,7 @@ package lead
 import (
 	"context"
 	"sort"
+	"strconv"
 
 	"github.com/orch-dev/orch/plans"
 )
@@ -82,6 +83,13 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		l.save()
 		return
 	}
+	// A bet with a metric command gets its baseline measured by the lead
+	// loop, before the worker can change anything.
+	p.Baseline, p.BaselineErr = nil, ""
+	if def, err := plans.Load(l.cfg.Root, p.Name); err == nil && def.Bet != nil && def.Bet.MetricCmd != "" {
+		p.Baseline, p.BaselineErr = measure(l.cfg.Root, def.Bet.MetricCmd)
+		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
+	}
 	now := l.cfg.Now().UTC()
 	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = PlanDispatched, w.ID, "", now, false, false
 	p.Attempts++
@@ -104,4 +112,11 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 	}
 	l.armAck(p, false)
 	l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
+}
+
+func fmtValue(v *float64) string {
+	if v == nil {
+		return "none"
+	}
+	return strconv.FormatFloat(*v, 'g', -1, 64)
 }

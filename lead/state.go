@@ -69,6 +69,15 @@ type Plan struct {
 	AttemptSince time.Time `json:"attempt_since,omitzero"`
 	Updated      time.Time `json:"updated"`
 	Attempts     int       `json:"attempts,omitempty"`
+	// DoneEvent and DoneTime are the worker's done event that was harvested.
+	DoneEvent string    `json:"done_event,omitempty"`
+	DoneTime  time.Time `json:"done_time,omitzero"`
+	// Gates is set while the acceptance gates of the harvest run.
+	Gates bool `json:"gates,omitempty"`
+	// Baseline is the bet's metric measured by the lead loop at dispatch,
+	// or why it could not be.
+	Baseline    *float64 `json:"baseline,omitempty"`
+	BaselineErr string   `json:"baseline_error,omitempty"`
 	// Resent is set once the dispatch line of this attempt was re-sent.
 	Resent bool `json:"resent,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a

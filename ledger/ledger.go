@@ -51,6 +51,16 @@ type Entry struct {
 	Measured  *float64   `json:"measured,omitempty"`
 	Outcome   string     `json:"outcome,omitempty"`
 	SettledAt *time.Time `json:"settled_at,omitempty"`
+	// For bets whose plan gives metric_cmd: the command, and what the lead
+	// loop measured itself before the change (at dispatch) and after it (at
+	// harvest). A command that failed or printed no number leaves the value
+	// empty and says why in the matching *_error field.
+	MetricCmd      string     `json:"metric_cmd,omitempty"`
+	BaselineError  string     `json:"baseline_error,omitempty"`
+	AtHarvest      *float64   `json:"at_harvest,omitempty"`
+	AtHarvestError string     `json:"at_harvest_error,omitempty"`
+	CheckError     string     `json:"check_error,omitempty"` // the last orch ledger check that could not measure
+	CheckedAt      *time.Time `json:"checked_at,omitempty"`
 }
 
 // IsBet reports whether the entry claims to move a metric.
@@ -77,7 +87,16 @@ type anyRecord struct {
 	ID       int       `json:"id"`
 	Measured *float64  `json:"measured"`
 	Outcome  string    `json:"outcome"`
+	Error    string    `json:"error"`
 	Time     time.Time `json:"time"`
+}
+
+// checkRecord is a measurement attempt that produced no value.
+type checkRecord struct {
+	Type  string    `json:"type"`
+	ID    int       `json:"id"`
+	Error string    `json:"error"`
+	Time  time.Time `json:"time"`
 }
 
 // Load reads the ledger under root and returns its entries in file order,
@@ -142,6 +161,13 @@ func parse(data []byte) ([]Entry, error) {
 			entries[i].Measured = rec.Measured
 			entries[i].Outcome = rec.Outcome
 			entries[i].SettledAt = &at
+		case "check":
+			i, ok := index[rec.ID]
+			if !ok || !entries[i].IsBet() || rec.Error == "" {
+				return nil, bad("check record for id %d without a bet or an error", rec.ID)
+			}
+			at := rec.Time
+			entries[i].CheckError, entries[i].CheckedAt = rec.Error, &at
 		default:
 			return nil, bad("unknown type %q", rec.Type)
 		}
@@ -330,4 +356,51 @@ func appendLine(root string, data []byte, rec any) error {
 		}
 	}
 	return nil
+}
+
+// RecordCheckFailure appends that measuring bet id failed (the command
+// failed or printed no number): the reason is kept, no value is invented.
+func RecordCheckFailure(root string, id int, reason string, now time.Time) (Entry, error) {
+	entries, err := Load(root)
+	if err != nil {
+		return Entry{}, err
+	}
+	e, ok := Find(entries, id)
+	switch {
+	case !ok:
+		return Entry{}, fmt.Errorf("check %d: %w", id, ErrNoEntry)
+	case !e.IsBet():
+		return Entry{}, fmt.Errorf("check %d: %w", id, ErrNotBet)
+	}
+	data, err := readLedger(root)
+	if err != nil {
+		return Entry{}, err
+	}
+	at := now.UTC().Truncate(time.Second)
+	if err := appendLine(root, data, checkRecord{Type: "check", ID: id, Error: reason, Time: at}); err != nil {
+		return Entry{}, err
+	}
+	e.CheckError, e.CheckedAt = reason, &at
+	return e, nil
+}
+
+// Judge judges a measured value against a bet: won when it reaches the
+// target in the bet's direction.
+func (e Entry) Judge(measured float64) (string, error) {
+	if e.Target == nil {
+		return "", fmt.Errorf("bet %d: %w: no target", e.ID, ErrBadEntry)
+	}
+	switch e.Direction {
+	case "lower":
+		if measured <= *e.Target {
+			return Won, nil
+		}
+	case "higher":
+		if measured >= *e.Target {
+			return Won, nil
+		}
+	default:
+		return "", fmt.Errorf("bet %d: %w: no direction", e.ID, ErrBadEntry)
+	}
+	return Lost, nil
 }

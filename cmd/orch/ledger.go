@@ -66,7 +66,13 @@ func newLedgerCmd(s streams) *cobra.Command {
 	}
 	settle.Flags().Float64Var(&o.Measured, "measured", 0, "the metric's measured value")
 	settle.Flags().StringVar(&o.Outcome, "outcome", "", "won or lost")
-	cmd.AddCommand(list, due, settle)
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Re-run the metric command of every due bet now and settle it against its target (committed)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return ledgerCheckRun(cmd.Context(), o, s) },
+	}
+	cmd.AddCommand(list, due, check, settle)
 	return cmd
 }
 
@@ -122,4 +128,26 @@ func ledgerSettleRun(ctx context.Context, o *ledgerOptions, s streams) error {
 	}
 	fmt.Fprintf(s.Out, "ledger #%d (%s): %s, measured %g\n", e.ID, e.Plan, e.Outcome, o.Measured)
 	return nil
+}
+
+func ledgerCheckRun(ctx context.Context, o *ledgerOptions, s streams) error {
+	root, err := repoRoot(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := lead.CheckBets(ctx, root, time.Now())
+	if o.JSON && err == nil {
+		return writeJSON(s.Out, res)
+	}
+	for _, r := range res {
+		if r.Error != "" {
+			fmt.Fprintf(s.Out, "ledger #%d (%s): not measured: %s; still open\n", r.ID, r.Plan, r.Error)
+			continue
+		}
+		fmt.Fprintf(s.Out, "ledger #%d (%s): %s, measured %g\n", r.ID, r.Plan, r.Outcome, *r.Measured)
+	}
+	if len(res) == 0 && err == nil && !o.JSON {
+		fmt.Fprintln(s.Out, "no bets due")
+	}
+	return err
 }

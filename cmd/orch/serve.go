@@ -14,12 +14,13 @@ import (
 )
 
 type serveOptions struct {
-	Workers    int
-	Agent      string
-	Port       int
-	AckTimeout time.Duration
-	DupeWindow time.Duration
-	Verbose    bool
+	Workers     int
+	Agent       string
+	Port        int
+	AckTimeout  time.Duration
+	DupeWindow  time.Duration
+	GateTimeout time.Duration
+	Verbose     bool
 }
 
 func newServeCmd(s streams) *cobra.Command {
@@ -43,6 +44,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	return cmd
 }
@@ -59,15 +61,16 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		level = slog.LevelDebug
 	}
 	return lead.Run(ctx, lead.Config{
-		Root:       root,
-		Workers:    o.Workers,
-		Agent:      o.Agent,
-		TmuxSocket: tmuxSocket(),
-		BinDir:     binDir(),
-		Port:       o.Port,
-		AckTimeout: o.AckTimeout,
-		DupeWindow: o.DupeWindow,
-		Fault:      os.Getenv(lead.FaultEnv),
-		Logger:     slog.New(lead.NewLineHandler(s.Err, level)),
+		Root:        root,
+		Workers:     o.Workers,
+		Agent:       o.Agent,
+		TmuxSocket:  tmuxSocket(),
+		BinDir:      binDir(),
+		Port:        o.Port,
+		AckTimeout:  o.AckTimeout,
+		DupeWindow:  o.DupeWindow,
+		GateTimeout: o.GateTimeout,
+		Fault:       os.Getenv(lead.FaultEnv),
+		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
 	})
 }

@@ -1,0 +1,209 @@
+package lead
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
+)
+
+// This file runs commands the lead loop runs itself: a plan's acceptance
+// gates (off the loop, in their own goroutine) and bet metric commands.
+// Each runs as `sh -c` in its own process group, and a timeout kills the
+// whole group from outside: a gate cannot outlive its deadline by forking.
+
+// DefaultGateTimeout bounds one acceptance command.
+const DefaultGateTimeout = 10 * time.Minute
+
+// metricTimeout bounds one metric command.
+const metricTimeout = time.Minute
+
+// maxCapture bounds the stdout and stderr kept of a command (the tail).
+const maxCapture = 8 << 10
+
+// GatesFile is the evidence committed next to RESULT.md.
+const GatesFile = "GATES.md"
+
+// CmdResult is one command the lead loop ran.
+type CmdResult struct {
+	Cmd      string        `json:"cmd"`
+	Exit     int           `json:"exit"` // -1 when killed or not started
+	Wall     time.Duration `json:"wall_ns"`
+	TimedOut bool          `json:"timed_out,omitempty"`
+	Stdout   string        `json:"stdout,omitempty"`
+	Stderr   string        `json:"stderr,omitempty"`
+	Err      string        `json:"error,omitempty"`
+}
+
+// Failed says whether the command did not succeed.
+func (r CmdResult) Failed() bool { return r.Exit != 0 || r.TimedOut || r.Err != "" }
+
+// Summary is the one-line verdict on a failed command, as orch wait shows it.
+func (r CmdResult) Summary() string {
+	switch {
+	case r.TimedOut:
+		return fmt.Sprintf("gate %q timed out after %s", r.Cmd, r.Wall.Round(time.Millisecond))
+	case r.Err != "":
+		return fmt.Sprintf("gate %q did not run: %s", r.Cmd, r.Err)
+	}
+	return fmt.Sprintf("gate %q exit %d", r.Cmd, r.Exit)
+}
+
+// runCmd runs one shell command in dir with a deadline enforced by killing
+// its process group.
+func runCmd(dir, cmdline string, timeout time.Duration) CmdResult {
+	res := CmdResult{Cmd: cmdline, Exit: -1}
+	cmd := exec.Command("sh", "-c", cmdline)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdout, stderr tailBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t := time.NewTimer(timeout) // the deadline: one timer, fired at most once
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-exited:
+	case <-t.C:
+		res.TimedOut = true
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = <-exited
+	}
+	res.Wall = time.Since(start)
+	res.Stdout, res.Stderr = event.Clean(stdout.String()), event.Clean(stderr.String())
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		res.Exit = 0
+	case errors.As(err, &ee):
+		res.Exit = ee.ExitCode()
+	default:
+		res.Err = err.Error()
+	}
+	// Whatever the command left running in its group goes too.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	return res
+}
+
+// tailBuffer keeps the last maxCapture bytes written to it.
+type tailBuffer struct {
+	b       bytes.Buffer
+	dropped bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b.Write(p)
+	if over := t.b.Len() - maxCapture; over > 0 {
+		t.b.Next(over)
+		t.dropped = true
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	if t.dropped {
+		return "…" + t.b.String()
+	}
+	return t.b.String()
+}
+
+// gateJob is one plan's acceptance run, for one attempt.
+type gateJob struct {
+	plan    string
+	attempt int
+	cmds    []string
+}
+
+// startGates runs the plan's acceptance commands in their own goroutine.
+// When they are done, the evidence is written and a "gated" record goes
+// into the stream, to be handled like any event (and redelivered after a
+// crash). A crash while they run leaves the plan verifying; the next start
+// runs them again.
+func (l *Loop) startGates(j gateJob) {
+	timeout := l.cfg.GateTimeout
+	go func() {
+		var results []CmdResult
+		verdict := "passed"
+		for _, c := range j.cmds {
+			r := runCmd(l.cfg.Root, c, timeout)
+			results = append(results, r)
+			if r.Failed() {
+				verdict = r.Summary()
+				break
+			}
+		}
+		if err := writeGates(l.cfg.Root, j.plan, j.attempt, results, verdict); err != nil {
+			verdict = "gate evidence not written: " + err.Error()
+		}
+		sum := sha256.Sum256([]byte(fmt.Sprintf("gated %s %d", j.plan, j.attempt)))
+		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Gated, Plan: j.plan,
+			Status: verdict, Host: hostname(), Time: time.Now().UTC()}
+		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
+			// The broker lives in this process: failing here means it is
+			// stopping, and the next start runs the gates again.
+			l.log.Error("gates finished but their result was not recorded; they run again at the next start", "plan", j.plan, "err", err)
+		}
+	}()
+}
+
+// writeGates writes the evidence file: each command, its exit code, wall
+// time and the tail of its output.
+func writeGates(root, plan string, attempt int, results []CmdResult, verdict string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Acceptance gates: %s (attempt %d)\n\nRun by the lead loop in %s. Verdict: **%s**\n", plan, attempt, "the worker's checkout", verdict)
+	for i, r := range results {
+		fmt.Fprintf(&b, "\n## %d. `%s`\n\n- exit: %d\n- wall: %s\n", i+1, r.Cmd, r.Exit, r.Wall.Round(time.Millisecond))
+		if r.TimedOut {
+			b.WriteString("- timed out: the process group was killed\n")
+		}
+		if r.Err != "" {
+			fmt.Fprintf(&b, "- error: %s\n", r.Err)
+		}
+		for _, out := range []struct{ name, text string }{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
+			if out.text != "" {
+				fmt.Fprintf(&b, "\n%s (last %d bytes at most):\n\n```\n%s\n```\n", out.name, maxCapture, strings.ReplaceAll(out.text, `\n`, "\n"))
+			}
+		}
+	}
+	path := filepath.Join(root, plans.Dir, plan, GatesFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// measure runs a bet's metric command and reads the one number it prints
+// (the last non-empty line of its output). A failure or no number is an
+// error that says so; it is never turned into a value.
+func measure(root, cmdline string) (*float64, string) {
+	r := runCmd(root, cmdline, metricTimeout)
+	if r.Failed() {
+		return nil, fmt.Sprintf("metric command %q: %s", cmdline, strings.TrimPrefix(r.Summary(), "gate "+strconv.Quote(cmdline)+" "))
+	}
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(r.Stdout, `\n`, "\n")), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	v, err := strconv.ParseFloat(last, 64)
+	if err != nil || last == "" {
+		return nil, fmt.Sprintf("metric command %q printed no number (last line %q)", cmdline, last)
+	}
+	return &v, ""
+}
