@@ -107,6 +107,10 @@ func (a *Agent) plan(ctx context.Context, name string) bool {
 		a.notify(ctx, "blocked", name, "cannot read plan: "+err.Error())
 		return false
 	}
+	if strings.Contains(p.Body, "# Verify the claims of ") {
+		a.verify(ctx, name, p.Body)
+		return false
+	}
 	d := parseDirectives(p.Body)
 	if d.exit {
 		fmt.Fprintf(a.Out, "  exiting mid-plan, as the plan says\n")
@@ -182,4 +186,40 @@ func (a *Agent) notify(ctx context.Context, kind, name, text string) {
 		return
 	}
 	fmt.Fprintf(a.Out, "  orch-notify %s %s ok%s\n", kind, name, strings.TrimSpace(string(out)))
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// verify plays a verifier: each claim that names a command in backquotes is
+// checked by running it (exit 0 confirms it); a claim with nothing to run
+// is unverifiable. The verdicts go to RESULT.md in the strict format.
+func (a *Agent) verify(ctx context.Context, name, brief string) {
+	claims, err := plans.Claims([]byte(brief))
+	if err != nil {
+		a.notify(ctx, "blocked", name, "no claims in the brief: "+err.Error())
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Verdicts for %s\n\n## Verdicts\n", name)
+	confirmed := 0
+	for i, c := range claims {
+		m := backticked.FindStringSubmatch(c)
+		if m == nil {
+			fmt.Fprintf(&b, "%d. UNVERIFIABLE: the claim names no command to run\n", i+1)
+			continue
+		}
+		_, err := a.Runner.Run(ctx, runner.Cmd{Name: "sh", Args: []string{"-c", m[1]}, Dir: a.Dir})
+		if err != nil {
+			fmt.Fprintf(&b, "%d. REFUTED: ran `%s`: %s\n", i+1, m[1], strings.ReplaceAll(err.Error(), "\n", " "))
+			continue
+		}
+		confirmed++
+		fmt.Fprintf(&b, "%d. CONFIRMED: ran `%s`: exit 0\n", i+1, m[1])
+	}
+	fmt.Fprintf(a.Out, "  verified %d claims, %d confirmed\n", len(claims), confirmed)
+	if err := os.WriteFile(plans.ResultPath(a.Dir, name), []byte(b.String()), 0o644); err != nil {
+		a.notify(ctx, "blocked", name, "write RESULT.md: "+err.Error())
+		return
+	}
+	a.notify(ctx, "done", name, fmt.Sprintf("%d of %d claims confirmed", confirmed, len(claims)))
 }

@@ -31,6 +31,7 @@ const (
 	Dispatch Kind = "dispatch" // lead command: queue a plan (Worker: optional target)
 	Lost     Kind = "lost"     // lead record: Worker's pane was gone at start while it held Plan
 	Gated    Kind = "gated"    // lead record: Plan's acceptance gates finished; Status: "passed" or why not
+	Verify   Kind = "verify"   // lead command: verify Plan; Status: rounds ("1" or "3")
 )
 
 // WorkerKinds are the kinds orch-notify accepts on its command line.
@@ -76,7 +77,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost || k == Gated {
+	if k == Dispatch || k == Lost || k == Gated || k == Verify {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -128,7 +129,7 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify:
 		return true
 	}
 	return false

@@ -8,10 +8,12 @@ import (
 
 // Callback kinds: what the lead is woken for.
 const (
-	CallbackDone    = "done"
-	CallbackBlocked = "blocked"
-	CallbackFailed  = "failed"
-	CallbackDied    = "died" // Plan holds the worker id
+	CallbackDone     = "done"
+	CallbackBlocked  = "blocked"
+	CallbackFailed   = "failed"
+	CallbackDied     = "died" // Plan holds the worker id
+	CallbackVerified = "verified"
+	CallbackRefuted  = "refuted"
 )
 
 // Callback is what orch wait prints: one line for the lead, plus the fields
@@ -27,9 +29,13 @@ type Callback struct {
 }
 
 func newCallback(kind, eventID, plan, worker, status, commit string) *Callback {
-	word := map[string]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED"}[kind]
-	return &Callback{Event: eventID, Kind: kind, Plan: plan, Worker: worker, Status: status, Commit: commit,
-		Line: fmt.Sprintf("%s %s: %s", word, plan, oneLine(status))}
+	word := map[string]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED",
+		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED"}[kind]
+	line := fmt.Sprintf("%s %s: %s", word, plan, oneLine(status))
+	if status == "" {
+		line = word + " " + plan
+	}
+	return &Callback{Event: eventID, Kind: kind, Plan: plan, Worker: worker, Status: status, Commit: commit, Line: line}
 }
 
 // ParseCallback decodes a callback message.

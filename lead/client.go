@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -218,6 +219,65 @@ func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error
 	}
 	res.Spooled = kept.Spooled != ""
 	return res, nil
+}
+
+// Verify asks the lead loop to have the plan's claims verified by workers
+// other than its author, in 1 or 3 rounds.
+func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult, error) {
+	res := DispatchResult{Plan: name}
+	if err := plans.ValidateName(name); err != nil {
+		return res, err
+	}
+	if rounds != 1 && rounds != 3 {
+		return res, fmt.Errorf("verify %s: %w: --rounds must be 1 or 3", name, ErrBadRounds)
+	}
+	if _, err := plans.Load(root, name); err != nil {
+		return res, fmt.Errorf("verify %s: %w", name, err)
+	}
+	od := OrchDir(root)
+	cfg, err := notify.LeadConfig(od)
+	if err != nil || !Serving(root) {
+		cfg = notify.Config{SpoolDir: filepath.Join(od, notify.SpoolDir)}
+	}
+	e := event.New(event.Verify, name, fmt.Sprint(rounds), "", "")
+	res.Event = e.ID
+	kept, err := notify.Send(cfg, e)
+	if err != nil {
+		return res, fmt.Errorf("verify %s: %w", name, err)
+	}
+	res.Spooled = kept.Spooled != ""
+	return res, nil
+}
+
+// Report is one plan's verification matrix, for orch report.
+type Report struct {
+	Plan string `json:"plan"`
+	*Verification
+}
+
+// Reports returns the verification matrices of the named plan, or of every
+// plan that has one.
+func Reports(root, name string) ([]Report, error) {
+	st, err := LoadState(OrchDir(root))
+	if err != nil {
+		return nil, err
+	}
+	out := []Report{}
+	names := make([]string, 0, len(st.Plans))
+	for n := range st.Plans {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := st.Plans[n]
+		if p.Verification != nil && (name == "" || name == n) {
+			out = append(out, Report{Plan: n, Verification: p.Verification})
+		}
+	}
+	if name != "" && len(out) == 0 {
+		return nil, fmt.Errorf("report %s: %w (orch verify %s puts it to verification)", name, ErrNotVerified, name)
+	}
+	return out, nil
 }
 
 // Serving reports whether an orch serve holds the repo's lock, and its pid.

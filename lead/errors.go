@@ -23,3 +23,9 @@ var ErrNoHarvest = errors.New("nothing to harvest")
 // ErrConnLost means the lead loop's in-process connection to its broker
 // closed; the loop stops rather than go on deaf.
 var ErrConnLost = errors.New("connection to the embedded broker closed")
+
+// ErrBadRounds means a verification was asked for with other than 1 or 3 rounds.
+var ErrBadRounds = errors.New("bad number of rounds")
+
+// ErrNotVerified means a plan has no verification to report.
+var ErrNotVerified = errors.New("plan has not been put to verification")

@@ -121,6 +121,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note = l.lostPane(e)
 	case event.Gated:
 		cb, note, err = l.gated(ctx, e)
+	case event.Verify:
+		cb, note, err = l.verifyCmd(ctx, e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
@@ -318,6 +320,15 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, err
 // finish records a harvested plan whose gates (if any) passed: the bet's
 // after-measurement, the ledger entry, the plan done and its worker free.
 func (l *Loop) finish(ctx context.Context, p *Plan, plan *plans.Plan, w *Worker) (*Callback, error) {
+	if p.VerifyOf != "" {
+		return l.verdicts(ctx, p, w)
+	}
+	if plan.Verify > 0 {
+		// Not done until someone else has tried to tear it apart: the
+		// ledger entry waits for the verdict.
+		l.free(w)
+		return l.startVerification(ctx, p, plan.Verify, false)
+	}
 	var entry ledger.Entry
 	err := l.withGitLock(func() error {
 		var err error

@@ -2,6 +2,8 @@ package lead
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -64,12 +66,32 @@ func (l *Loop) nextReady(idle []*Worker) (*Plan, *Worker) {
 	})
 	for _, c := range ready {
 		for _, w := range idle {
-			if c.p.Target == "" || c.p.Target == w.ID {
+			if l.eligible(c.p, w) {
 				return c.p, w
 			}
 		}
 	}
 	return nil, nil
+}
+
+// eligible says whether w may take p: the --to target, never a worker p
+// excludes (a verification's author), and not one it would rather avoid
+// (earlier verifiers) while another live worker could take it.
+func (l *Loop) eligible(p *Plan, w *Worker) bool {
+	if p.Target != "" && p.Target != w.ID {
+		return false
+	}
+	if slices.Contains(p.Exclude, w.ID) {
+		return false
+	}
+	if slices.Contains(p.Avoid, w.ID) {
+		for _, o := range l.st.Workers {
+			if o.State != WorkerDead && !slices.Contains(p.Exclude, o.ID) && !slices.Contains(p.Avoid, o.ID) {
+				return false // someone fresh exists: wait for them
+			}
+		}
+	}
+	return true
 }
 
 func (l *Loop) isDone(name string) bool {
@@ -111,6 +133,13 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		return
 	}
 	l.armAck(p, false)
+	if parent := l.st.Plans[p.VerifyOf]; parent != nil && parent.Verification != nil {
+		v := parent.Verification
+		parent.Verifier, parent.Reason = w.ID, fmt.Sprintf("verification round %d of %d: %s verifying (%s)", v.Round, v.Rounds, w.ID, p.Name)
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+		}
+	}
 	l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
 }
 

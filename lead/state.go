@@ -78,6 +78,14 @@ type Plan struct {
 	// or why it could not be.
 	Baseline    *float64 `json:"baseline,omitempty"`
 	BaselineErr string   `json:"baseline_error,omitempty"`
+	// For a verification plan: the plan it verifies, the round, the workers
+	// it must not go to (the author) and would rather not (earlier rounds').
+	VerifyOf string   `json:"verify_of,omitempty"`
+	Round    int      `json:"round,omitempty"`
+	Exclude  []string `json:"exclude,omitempty"`
+	Avoid    []string `json:"avoid,omitempty"`
+	// Verification is set on a plan whose claims are being (or were) verified.
+	Verification *Verification `json:"verification,omitempty"`
 	// Resent is set once the dispatch line of this attempt was re-sent.
 	Resent bool `json:"resent,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a

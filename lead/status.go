@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -107,6 +108,18 @@ func waiting(st *State, d *plans.Plan) string {
 	}
 	if len(st.Workers) == 0 {
 		return "no fleet: start orch serve --workers N"
+	}
+	if p := st.Plans[d.Name]; p != nil && len(p.Exclude) > 0 {
+		free := 0
+		for _, w := range st.Workers {
+			if w.State != WorkerDead && !slices.Contains(p.Exclude, w.ID) {
+				free++
+			}
+		}
+		if free == 0 {
+			return fmt.Sprintf("waiting: no live worker other than %s (the author) to verify it", strings.Join(p.Exclude, ", "))
+		}
+		return "waiting for an idle worker other than " + strings.Join(p.Exclude, ", ")
 	}
 	if p := st.Plans[d.Name]; p != nil && p.Target != "" {
 		return "waiting for " + p.Target + " to be idle"

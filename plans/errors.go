@@ -45,3 +45,9 @@ var (
 	// `plans/x/PLAN.md already exists`.
 	ErrPlanExists = errors.New("already exists")
 )
+
+// ErrNoClaims means a RESULT.md has no usable "## Claims" list.
+var ErrNoClaims = errors.New("no claims to verify")
+
+// ErrVerdicts means a verifier's "## Verdicts" could not be read strictly.
+var ErrVerdicts = errors.New("unreadable verdicts")

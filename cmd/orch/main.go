@@ -73,6 +73,8 @@ func newRootCmd(s streams) *cobra.Command {
 		newServeCmd(s),
 		newPlanCmd(s),
 		newDispatchCmd(s),
+		newVerifyCmd(s),
+		newReportCmd(s),
 		newStatusCmd(s),
 		newWaitCmd(s),
 		newReadCmd(s),

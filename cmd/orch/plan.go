@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +18,9 @@ type planNewOptions struct {
 	DependsOn []string
 	Accept    []string
 	Priority  int
+	Verify    int
 	Body      string
+	BodyFile  string
 }
 
 func newPlanCmd(s streams) *cobra.Command {
@@ -37,6 +41,8 @@ func newPlanCmd(s streams) *cobra.Command {
 	newCmd.Flags().StringSliceVar(&o.DependsOn, "depends-on", nil, "plans that must be done first (comma-separated)")
 	newCmd.Flags().StringArrayVar(&o.Accept, "accept", nil, "acceptance command the lead loop runs (repeatable)")
 	newCmd.Flags().IntVar(&o.Priority, "priority", 0, "higher is dispatched first")
+	newCmd.Flags().IntVar(&o.Verify, "verify", 0, "rounds of independent verification after harvest: 0, 1 or 3")
+	newCmd.Flags().StringVar(&o.BodyFile, "body-file", "", "read the task text from this file (- for stdin)")
 	newCmd.Flags().StringVar(&o.Body, "body", "", "the task text for the worker (default: a template to edit)")
 	cmd.AddCommand(newCmd)
 	return cmd
@@ -48,13 +54,28 @@ func planNewRun(ctx context.Context, o *planNewOptions, s streams) error {
 		return err
 	}
 	body := o.Body
+	if o.BodyFile != "" {
+		if o.Body != "" {
+			return usagef("give --body or --body-file, not both")
+		}
+		var data []byte
+		if o.BodyFile == "-" {
+			data, err = io.ReadAll(io.LimitReader(s.In, plans.MaxPlanSize+1))
+		} else {
+			data, err = os.ReadFile(o.BodyFile)
+		}
+		if err != nil {
+			return err
+		}
+		body = string(data)
+	}
 	if body == "" {
 		body = fmt.Sprintf("# %s\n\nGoal:\n\nScope:\n\nAcceptance:\n", o.Name)
 	}
 	if !strings.HasSuffix(body, "\n") {
 		body += "\n"
 	}
-	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Body: body}
+	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Verify: o.Verify, Body: body}
 	sha, err := lead.NewPlan(ctx, root, p)
 	if err != nil {
 		return err

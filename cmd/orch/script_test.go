@@ -81,6 +81,7 @@ func scriptParams(dir string) testscript.Params {
 			"countlines":  cmdCountLines,
 			"exitcode":    cmdExitCode,
 			"waitfile":    cmdWaitFile,
+			"checkreport": cmdCheckReport,
 		},
 	}
 }
@@ -185,4 +186,47 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		_, err := os.Stat(path)
 		return (err == nil) != neg
 	}, "%s to exist: %v", args[0], !neg)
+}
+
+// checkreport <file> <workers>: in the orch report --json document in file,
+// no verifier is ever the author, and a 3-round verification used
+// min(3, workers-1) distinct verifiers.
+func cmdCheckReport(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: checkreport <file> <workers>")
+	}
+	workers, _ := strconv.Atoi(args[1])
+	var reps []struct {
+		Plan   string `json:"plan"`
+		Author string `json:"author"`
+		Rounds int    `json:"rounds"`
+		Matrix []struct {
+			Round    int    `json:"round"`
+			Verifier string `json:"verifier"`
+		} `json:"matrix"`
+	}
+	if err := json.Unmarshal([]byte(ts.ReadFile(args[0])), &reps); err != nil {
+		ts.Fatalf("%s: %v", args[0], err)
+	}
+	if len(reps) == 0 {
+		ts.Fatalf("no reports in %s", args[0])
+	}
+	for _, r := range reps {
+		byRound := map[int]string{}
+		for _, m := range r.Matrix {
+			if m.Verifier == "" || m.Verifier == r.Author {
+				ts.Fatalf("plan %s: round %d verified by %q, its author is %s", r.Plan, m.Round, m.Verifier, r.Author)
+			}
+			byRound[m.Round] = m.Verifier
+		}
+		if r.Rounds == 3 && len(byRound) == 3 {
+			distinct := map[string]bool{}
+			for _, v := range byRound {
+				distinct[v] = true
+			}
+			if want := min(3, workers-1); len(distinct) != want {
+				ts.Fatalf("plan %s: 3 rounds by %v, want %d distinct verifiers", r.Plan, byRound, want)
+			}
+		}
+	}
 }
