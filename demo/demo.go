@@ -36,16 +36,21 @@ type Options struct {
 }
 
 // demoPlans: six plans, a small dependency graph, each with a bit of work.
+// The api plan is verified by another worker, tests has an acceptance gate
+// the lead loop runs itself, and docs claims more than it did: its
+// verifier refutes it.
 var demoPlans = []struct {
 	name, body string
 	deps       []string
+	accept     []string
+	verify     int
 }{
-	{"schema", "Define the data schema.\nagent: sleep 900ms\nagent: write src/schema.sql create table users (id int);\nagent: status schema defined: 1 table", nil},
-	{"lint-config", "Add a lint configuration.\nagent: sleep 700ms\nagent: write .lint.toml strict = true\nagent: status lint config added", nil},
-	{"api", "Implement the API on the schema.\nagent: sleep 1200ms\nagent: write src/api.go package api\nagent: status api: 3 endpoints", []string{"schema"}},
-	{"client", "Implement the client on the schema.\nagent: sleep 1000ms\nagent: write src/client.go package client\nagent: status client generated", []string{"schema"}},
-	{"tests", "Test the API through the client.\nagent: sleep 1100ms\nagent: write src/api_test.go package api\nagent: status 12 tests pass", []string{"api", "client"}},
-	{"docs", "Document the API.\nagent: sleep 600ms\nagent: write docs/API.md # API\nagent: status docs written", []string{"api", "lint-config"}},
+	{"schema", "Define the data schema.\nagent: sleep 900ms\nagent: write src/schema.sql create table users (id int);\nagent: status schema defined: 1 table", nil, nil, 0},
+	{"lint-config", "Add a lint configuration.\nagent: sleep 700ms\nagent: write .lint.toml strict = true\nagent: status lint config added", nil, nil, 0},
+	{"api", "Implement the API on the schema.\nagent: sleep 1200ms\nagent: write src/api.go package api\nagent: status api: 3 endpoints\nagent: claim `test -f src/api.go` passes", []string{"schema"}, nil, 1},
+	{"client", "Implement the client on the schema.\nagent: sleep 1000ms\nagent: write src/client.go package client\nagent: status client generated", []string{"schema"}, nil, 0},
+	{"tests", "Test the API through the client.\nagent: sleep 1100ms\nagent: write src/api_test.go package api\nagent: status 12 tests pass", []string{"api", "client"}, []string{"test -f src/api_test.go"}, 0},
+	{"docs", "Document the API.\nagent: sleep 600ms\nagent: write docs/API.md # API\nagent: status docs written\nagent: claim `grep -q endpoints docs/API.md` passes", []string{"api", "lint-config"}, nil, 1},
 }
 
 // Run runs the whole loop on a scratch repo: init, plans, a fleet of
@@ -72,11 +77,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	for _, p := range demoPlans {
-		if _, err := lead.NewPlan(ctx, o.Dir, &plans.Plan{Name: p.name, DependsOn: p.deps, Body: p.body + "\n"}); err != nil {
+		if _, err := lead.NewPlan(ctx, o.Dir, &plans.Plan{Name: p.name, DependsOn: p.deps, Acceptance: p.accept, Verify: p.verify, Body: p.body + "\n"}); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Out, "wrote %d plans: schema → api, client → tests; api, lint-config → docs\n\n", len(demoPlans))
+	fmt.Fprintf(o.Out, "wrote %d plans: schema → api, client → tests; api, lint-config → docs\n", len(demoPlans))
+	fmt.Fprintf(o.Out, "  api and docs are verified by another worker; tests has an acceptance gate; docs claims more than it did\n\n")
 
 	socket := "orch-demo-" + strconv.Itoa(os.Getpid())
 	tc := tmux.New(socket)
@@ -123,7 +129,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "\nall %d plans harvested in %.1fs\n\n", len(demoPlans), time.Since(start).Seconds())
+	fmt.Fprintf(o.Out, "\nall %d plans settled in %.1fs\n\n", len(demoPlans), time.Since(start).Seconds())
 	printSummary(o.Out, v, o.Dir)
 	return nil
 }
@@ -134,7 +140,11 @@ func printSummary(w io.Writer, v lead.StatusView, dir string) {
 		fmt.Fprintf(w, "  %-4s %-5s\n", wk.ID, wk.State)
 	}
 	for _, p := range v.Plans {
-		fmt.Fprintf(w, "  %-12s %-6s %-3s %.10s  %s\n", p.Name, p.State, p.Worker, p.Result, p.Status)
+		note := p.Status
+		if p.Reason != "" {
+			note = p.Reason
+		}
+		fmt.Fprintf(w, "  %-12s %-9s %-3s %.10s  %s\n", p.Name, p.State, p.Worker, p.Result, note)
 	}
 	entries, err := ledger.Load(dir)
 	if err != nil {
