@@ -81,6 +81,7 @@ func newRootCmd(s streams) *cobra.Command {
 		newSendCmd(s),
 		newLedgerCmd(s),
 		newDownCmd(s),
+		newDoctorCmd(s),
 		newDemoCmd(s),
 		newAgentCmd(s),
 	)

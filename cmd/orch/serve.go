@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +38,15 @@ func newServeCmd(s streams) *cobra.Command {
 			}
 			if o.Workers > 0 && o.Agent == "" {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
+			}
+			if o.Workers > 0 {
+				// A missing agent is an error here, never a fleet of panes
+				// that die at once (orch doctor --agent says more).
+				if first := strings.Fields(o.Agent)[0]; !strings.Contains(first, "=") {
+					if _, err := exec.LookPath(first); err != nil {
+						return fmt.Errorf("--agent %q: %q is not on PATH: install it or give its full path", o.Agent, first)
+					}
+				}
 			}
 			return serveRun(cmd.Context(), o, s)
 		},

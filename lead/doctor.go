@@ -1,0 +1,115 @@
+package lead
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sys/unix"
+
+	"github.com/orch-dev/orch/notify"
+)
+
+// Check is one line of orch doctor.
+type Check struct {
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	Info string `json:"info,omitempty"`
+	Fix  string `json:"fix,omitempty"`
+}
+
+// Doctor checks what orch needs on this machine and in this repo, and says
+// how to fix what is missing. agent, if set, is the command workers run.
+func Doctor(ctx context.Context, root, agent, binDir string) []Check {
+	var out []Check
+	add := func(c Check) { out = append(out, c) }
+
+	if v, err := exec.CommandContext(ctx, "tmux", "-V").Output(); err != nil {
+		add(Check{Name: "tmux", Fix: "install tmux 3.0 or later (Debian/Ubuntu: sudo apt-get install -y tmux; macOS: brew install tmux)"})
+	} else {
+		ver := strings.TrimSpace(string(v))
+		ok := !strings.HasPrefix(ver, "tmux 1.") && !strings.HasPrefix(ver, "tmux 2.")
+		c := Check{Name: "tmux", OK: ok, Info: ver}
+		if !ok {
+			c.Fix = "upgrade tmux to 3.0 or later (pane options and hooks are needed)"
+		}
+		add(c)
+	}
+	if v, err := exec.CommandContext(ctx, "git", "--version").Output(); err != nil {
+		add(Check{Name: "git", Fix: "install git (Debian/Ubuntu: sudo apt-get install -y git)"})
+	} else {
+		add(Check{Name: "git", OK: true, Info: strings.TrimSpace(string(v))})
+	}
+	notifyPath, err := exec.LookPath("orch-notify")
+	switch {
+	case err == nil:
+		add(Check{Name: "orch-notify", OK: true, Info: notifyPath})
+	case binDir != "" && isExec(filepath.Join(binDir, "orch-notify")):
+		add(Check{Name: "orch-notify", OK: true, Info: filepath.Join(binDir, "orch-notify") + " (next to orch; orch serve puts it on the workers' PATH)"})
+	default:
+		add(Check{Name: "orch-notify", Fix: "build it next to orch: go build -o bin/ ./cmd/... (or go install ./cmd/...)"})
+	}
+	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
+		add(Check{Name: "pidfd", Info: err.Error(), Fix: "Linux 5.3 or later is needed to notice worker deaths from the process itself; the tmux hook still works"})
+	} else {
+		unix.Close(fd)
+		add(Check{Name: "pidfd", OK: true})
+	}
+	if agent != "" {
+		first := strings.Fields(agent)[0]
+		if p, err := exec.LookPath(first); err != nil {
+			add(Check{Name: "agent", Info: agent, Fix: fmt.Sprintf("%q is not on PATH: install it or give --agent the full path", first)})
+		} else {
+			add(Check{Name: "agent", OK: true, Info: p})
+		}
+	}
+	if root == "" {
+		add(Check{Name: "repo", Fix: "run orch inside a git repository"})
+		return out
+	}
+	od := OrchDir(root)
+	if fi, err := os.Stat(od); err != nil || !fi.IsDir() {
+		add(Check{Name: "repo", Info: root, Fix: "run orch init"})
+		return out
+	}
+	add(Check{Name: "repo", OK: true, Info: root})
+	for _, f := range []string{notify.LeadCreds, notify.WorkerCreds} {
+		p := filepath.Join(od, notify.CredsDir, f)
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			add(Check{Name: "credentials " + f, Fix: "run orch init (or orch serve) to create it"})
+		case fi.Mode().Perm()&0o077 != 0:
+			add(Check{Name: "credentials " + f, Info: fmt.Sprintf("mode %o", fi.Mode().Perm()), Fix: "chmod 600 " + p})
+		default:
+			add(Check{Name: "credentials " + f, OK: true, Info: "mode 600"})
+		}
+	}
+	pid := ServePID(root)
+	if pid == 0 {
+		add(Check{Name: "lead loop", Info: "not running", Fix: "start it with orch serve (events are spooled meanwhile)"})
+		return out
+	}
+	cfg, err := notify.LeadConfig(od)
+	if err == nil {
+		var nc *nats.Conn
+		if nc, err = notify.Connect(cfg, "orch-doctor"); err == nil {
+			nc.Close()
+		}
+	}
+	if err != nil {
+		add(Check{Name: "lead loop", Info: fmt.Sprintf("pid %d, broker not reachable: %v", pid, err), Fix: "restart it: orch down, then orch serve"})
+	} else {
+		add(Check{Name: "lead loop", OK: true, Info: fmt.Sprintf("pid %d, broker %s", pid, cfg.URL)})
+	}
+	return out
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
