@@ -67,6 +67,8 @@ type Config struct {
 	DupeWindow time.Duration // the stream's duplicate window; 0: broker.DupeWindow
 	// GateTimeout bounds each acceptance command; 0 means DefaultGateTimeout.
 	GateTimeout time.Duration
+	// Stagger spreads dispatches: at most one per Stagger (0: no limit).
+	Stagger time.Duration
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -95,6 +97,10 @@ type Loop struct {
 	lost []lostPlan
 	// pending runs once the current event's effect is recorded.
 	pending []func()
+	// wake re-runs the scheduler when a stagger interval has passed.
+	wake         chan struct{}
+	nextDispatch time.Time
+	staggerArmed bool
 }
 
 // after runs fn once the current event is recorded (state saved): work
@@ -135,7 +141,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.GateTimeout = DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1, stopped: make(chan struct{})}
+		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
@@ -264,6 +270,9 @@ func Run(ctx context.Context, cfg Config) error {
 		case m := <-l.msgs:
 			l.handleMsg(ctx, m)
 			l.runPending()
+			l.schedule(ctx)
+		case <-l.wake:
+			l.staggerArmed = false
 			l.schedule(ctx)
 		case d := <-l.deaths:
 			l.reportDeath(ctx, d)

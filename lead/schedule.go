@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/orch-dev/orch/plans"
 )
@@ -28,7 +29,20 @@ func (l *Loop) schedule(ctx context.Context) {
 		if p == nil {
 			return
 		}
+		// --stagger: at most one dispatch per interval, so that results
+		// (and reviews) do not all arrive in one burst. One timer wakes
+		// the scheduler when the next dispatch may go.
+		if wait := time.Until(l.nextDispatch); l.cfg.Stagger > 0 && wait > 0 {
+			if !l.staggerArmed {
+				l.staggerArmed = true
+				time.AfterFunc(wait, func() { send(l, l.wake, struct{}{}) })
+			}
+			return
+		}
 		l.dispatchTo(ctx, p, w)
+		if l.cfg.Stagger > 0 {
+			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
+		}
 	}
 }
 

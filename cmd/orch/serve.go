@@ -23,6 +23,7 @@ type serveOptions struct {
 	AckTimeout  time.Duration
 	DupeWindow  time.Duration
 	GateTimeout time.Duration
+	Stagger     time.Duration
 	Verbose     bool
 }
 
@@ -57,6 +58,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
+	cmd.Flags().DurationVar(&o.Stagger, "stagger", 0, "at most one dispatch per this interval, so results do not arrive in one burst (e.g. 2m)")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	return cmd
 }
@@ -82,6 +84,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		AckTimeout:  o.AckTimeout,
 		DupeWindow:  o.DupeWindow,
 		GateTimeout: o.GateTimeout,
+		Stagger:     o.Stagger,
 		Fault:       os.Getenv(lead.FaultEnv),
 		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
 	})
