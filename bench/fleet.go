@@ -22,6 +22,7 @@ import (
 type logRec struct {
 	Msg   string
 	Attrs map[string]string
+	At    time.Time // when the loop logged it (slog's time.Now, with its monotonic reading)
 }
 
 // logTap is the lead loop's slog handler: it hands every record to the
@@ -42,7 +43,7 @@ func newLogTap(inner slog.Handler) *logTap {
 func (t *logTap) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 
 func (t *logTap) Handle(ctx context.Context, r slog.Record) error {
-	rec := logRec{Msg: r.Message, Attrs: map[string]string{}}
+	rec := logRec{Msg: r.Message, Attrs: map[string]string{}, At: r.Time}
 	for _, a := range t.attrs {
 		rec.Attrs[a.Key] = a.Value.Resolve().String()
 	}
@@ -122,7 +123,7 @@ type scratchLead struct {
 	refused  map[string]int // reason -> count
 }
 
-func startLead(ctx context.Context, dir string, verbose bool) (*scratchLead, error) {
+func startLead(ctx context.Context, dir, socket string, verbose bool) (*scratchLead, error) {
 	repo := filepath.Join(dir, "repo")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func startLead(ctx context.Context, dir string, verbose bool) (*scratchLead, err
 		return nil, err
 	}
 	s := &scratchLead{root: res.Root, orchDir: lead.OrchDir(res.Root), refused: map[string]int{},
-		socket: fmt.Sprintf("orch-bench-%d", os.Getpid())}
+		socket: socket}
 	if _, err := lead.NewPlan(ctx, s.root, &plans.Plan{Name: benchPlan,
 		Body: "A plan for go run ./bench: write RESULT.md, then orch-notify done bench ok.\n"}); err != nil {
 		return nil, err

@@ -1,31 +1,47 @@
-// Command bench measures orch-notify, the worker's notifier: its size and
-// its start-up, against an empty Go binary and against the tmux send-keys
-// line it replaces, and writes the figures into BENCHMARKS.md.
+// Command bench measures orch against what it replaces and writes the
+// figures into BENCHMARKS.md: orch-notify's size and start-up against an
+// empty Go binary and the tmux send-keys line (section "startup"), and the
+// lead loop's reaction, burst, harvest throughput, idle cost and memory
+// (sections "reaction", "burst", "serve").
 //
-// README: go run ./bench [-n 200] [-out BENCHMARKS.md] [-raw samples.csv]   (from the repo root; needs go, git and tmux)
+// README: go run ./bench [-sections all] [-n 200] [-burst 1000] [-idle 30s] [-plans 1000] [-out BENCHMARKS.md]   (from the repo root; needs go, git and tmux)
+// CI:     go run ./bench -smoke   (about two minutes; prints the section; exits 1 if a plan is lost or doubled)
 //
 // What it does, in order:
 //
 //  1. builds orch-notify stripped (-ldflags='-s -w' -trimpath), unstripped
 //     (plain go build, as .ci/run does), stripped with CGO_ENABLED=0, and an
-//     empty Go binary (package main; func main(){}) stripped, into a
-//     temporary directory, and reports their sizes;
-//  2. times exec to exit, n runs of each case, interleaved (every round runs
-//     each case once, in an order shuffled anew every round, after a few
-//     warm-up rounds that are not counted): the empty binary; orch-notify
-//     with bad arguments (start-up and argument parsing, exit 2); the same
-//     with the static build; orch-notify done <plan> against a real lead
-//     loop (lead.Run in this process, a scratch repo, one tmux worker running
-//     cat, the plan dispatched to it before each run so that every done is
-//     accepted and harvested); and tmux send-keys of a WORKER-DONE line into
-//     a pane running cat on a private tmux server;
-//  3. runs orch-notify with GODEBUG=inittrace=1 to rank its packages' init
-//     cost, and attributes its code size to modules with go tool nm;
-//  4. writes its section of BENCHMARKS.md between marker comments, leaving
-//     the rest of the file as it is (or prints it with -out -).
+//     empty Go binary stripped, into a temporary directory, and reports
+//     their sizes;
+//  2. startup (startup.go): times exec to exit, n runs of each case,
+//     interleaved (every round runs each case once, in an order shuffled
+//     anew every round, after a few warm-up rounds that are not counted):
+//     the empty binary; orch-notify with bad arguments (start-up and
+//     argument parsing, exit 2); the same with the static build;
+//     orch-notify done <plan> against a real lead loop (lead.Run in this
+//     process, a scratch repo, one tmux worker running cat, the plan
+//     dispatched to it before each run so that every done is accepted and
+//     harvested); and tmux send-keys of a WORKER-DONE line into a pane
+//     running cat on a private tmux server; then runs orch-notify with
+//     GODEBUG=inittrace=1 to rank its packages' init cost, and attributes
+//     its code size to modules with go tool nm;
+//  3. reaction (reaction.go): against a lead loop in this process, the
+//     delay from a done's durable ack (an in-process publisher) or from
+//     orch-notify's exit to the handler opening RESULT.md (seen with
+//     inotify), to the harvest's log line and to the callback;
+//  4. burst (burst.go): -burst plans dispatched to as many cat panes, one
+//     orch-notify done each, launched at once through -conc slots; time to
+//     all acked and all harvested, throughput, and lost/doubled counted
+//     from lead.Status, git log, LEDGER.jsonl and the callbacks;
+//  5. serve (serve.go): orch serve --workers 8 --agent cat as a real
+//     process beside a bare broker (this binary's hidden -bare-server
+//     mode), both idle for -idle: CPU and context switches from /proc;
+//     then -plans plans through its fleet, and its memory again;
+//  6. writes each section of BENCHMARKS.md between its marker comments,
+//     leaving the rest of the file as it is (or prints them with -out -).
 //
-// It is a command, not a test: go test ./... never runs it. A new case is
-// one more entry in the list in startup.go.
+// It is a command, not a test: go test ./... never runs it. A new start-up
+// case is one more entry in the list in startup.go.
 package main
 
 import (
@@ -34,7 +50,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
+	"time"
 )
 
 const defaultWarmup = 5
@@ -45,6 +65,23 @@ type options struct {
 	out     string
 	raw     string
 	verbose bool
+
+	sections  string // comma-separated: startup, reaction, burst, serve
+	reactionN int
+	burst     int
+	conc      int
+	idle      time.Duration
+	plans     int
+	smoke     bool
+}
+
+func (o options) has(section string) bool {
+	for _, s := range strings.Split(o.sections, ",") {
+		if strings.TrimSpace(s) == section || s == "all" {
+			return true
+		}
+	}
+	return false
 }
 
 func main() {
@@ -54,9 +91,37 @@ func main() {
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "file whose orch-notify section is (re)written; - prints the section")
 	flag.StringVar(&o.raw, "raw", "", "also write every timed sample as CSV (round,position,case,ns) to this file")
 	flag.BoolVar(&o.verbose, "v", false, "copy the lead loop's log to stderr")
+	flag.StringVar(&o.sections, "sections", "all", "what to measure: all, or a comma-separated list of startup, reaction, burst, serve")
+	flag.IntVar(&o.reactionN, "reaction-n", 200, "reaction rounds of each kind (in-process publish, orch-notify process)")
+	flag.IntVar(&o.burst, "burst", 1000, "plans (and cat worker panes) in the burst: one orch-notify done each, launched at once")
+	flag.IntVar(&o.conc, "conc", 4*runtime.NumCPU(), "orch-notify processes running at a time in the burst")
+	flag.DurationVar(&o.idle, "idle", 30*time.Second, "idle window for orch serve and the bare broker")
+	flag.IntVar(&o.plans, "plans", 1000, "plans run through orch serve's 8 workers before its memory is read again")
+	flag.BoolVar(&o.smoke, "smoke", false, "tiny run for CI (20-plan burst, 3 s idle, 20 plans, 20 reaction rounds, no start-up section); "+
+		"prints the section instead of writing it unless -out is given; exits 1 if anything is lost or doubled")
+	bare := flag.String("bare-server", "", "internal: run only the embedded broker on this directory until stdin closes (the idle baseline)")
 	flag.Parse()
-	if flag.NArg() != 0 || o.n < 1 || o.warmup < 0 {
-		fmt.Fprintln(os.Stderr, "usage: go run ./bench [-n 200] [-warmup 5] [-out BENCHMARKS.md] [-raw samples.csv] [-v]")
+	if *bare != "" {
+		if err := bareServer(*bare); err != nil {
+			fmt.Fprintf(os.Stderr, "bench -bare-server: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.smoke {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		o.reactionN, o.burst, o.idle, o.plans, o.warmup = 20, 20, 3*time.Second, 20, 2
+		if !set["sections"] {
+			o.sections = "reaction,burst,serve"
+		}
+		if !set["out"] {
+			o.out = "-"
+		}
+	}
+	if flag.NArg() != 0 || o.n < 1 || o.warmup < 0 || o.reactionN < 1 || o.burst < 1 || o.conc < 1 || o.plans < 1 || o.idle <= 0 {
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench [-n 200] [-warmup 5] [-sections all] [-reaction-n 200] [-burst 1000] [-conc 4*nproc] "+
+			"[-idle 30s] [-plans 1000] [-smoke] [-out BENCHMARKS.md] [-raw samples.csv] [-v]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -95,28 +160,73 @@ func run(ctx context.Context, o options) error {
 		logf("code size by module: %v (left out of the report)", err)
 	}
 
-	res, err := startup(ctx, o, bins, tmp)
-	if err != nil {
-		return err
+	var sections []sectionOut
+	if o.has("startup") {
+		res, err := startup(ctx, o, bins, tmp)
+		if err != nil {
+			return err
+		}
+		it, err := initTrace(ctx, bins.stripped.Path, min(o.n, 50))
+		if err != nil {
+			logf("inittrace: %v (left out of the report)", err)
+		}
+		sections = append(sections, sectionOut{markBegin, markEnd, report(reportData{
+			Machine: m, N: o.n, Warmup: o.warmup, Bins: bins, Startup: res, Code: code, Init: it,
+		})})
 	}
-	it, err := initTrace(ctx, bins.stripped.Path, min(o.n, 50))
-	if err != nil {
-		logf("inittrace: %v (left out of the report)", err)
+	ld := leadData{Machine: m, O: o}
+	if o.has("reaction") {
+		logf("reaction: %d rounds of each kind", o.reactionN)
+		ld.Load = loadAvg()
+		r, err := reaction(ctx, o, bins.stripped.Path, filepath.Join(tmp, "reaction"))
+		if err != nil {
+			return fmt.Errorf("reaction: %w", err)
+		}
+		ld.Reaction = &r
 	}
-
-	section := report(reportData{
-		Machine: m, N: o.n, Warmup: o.warmup, Bins: bins, Startup: res, Code: code, Init: it,
-	})
-	if o.out == "-" {
-		fmt.Print(section)
-		return nil
+	if o.has("burst") {
+		ld.BurstLoad = loadAvg()
+		b, err := burst(ctx, o, bins.stripped.Path, tmp)
+		if err != nil {
+			return fmt.Errorf("burst: %w", err)
+		}
+		ld.Burst = &b
 	}
-	if err := writeSection(o.out, section); err != nil {
-		return err
+	if o.has("serve") {
+		ld.ServeLoad = loadAvg()
+		s, err := serveBench(ctx, o, root, tmp)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		ld.Serve = &s
 	}
-	logf("wrote %s", o.out)
+	if ld.Reaction != nil || ld.Burst != nil || ld.Serve != nil {
+		sections = append(sections, sectionOut{leadBegin, leadEnd, leadReport(ld)})
+	}
+	for _, sec := range sections {
+		if o.out == "-" {
+			fmt.Print(sec.text)
+			continue
+		}
+		if err := writeMarked(o.out, sec.text, sec.begin, sec.end); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	if b := ld.Burst; b != nil && (b.Lost > 0 || b.Doubled > 0 || b.ExitNonZero > 0) {
+		return fmt.Errorf("burst: %d lost, %d doubled, %d orch-notify failed: %s %s", b.Lost, b.Doubled, b.ExitNonZero,
+			strings.Join(first(b.LostWhy, 5), "; "), strings.Join(first(b.DoubledWhy, 5), "; "))
+	}
+	if s := ld.Serve; s != nil && s.Refused > 0 {
+		return fmt.Errorf("serve: %d events refused", s.Refused)
+	}
 	return nil
 }
+
+// sectionOut is one generated section of BENCHMARKS.md and its markers.
+type sectionOut struct{ begin, end, text string }
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)

@@ -216,6 +216,12 @@ const fileHeader = "# Benchmarks\n\nFigures measured on a real machine by the co
 // writeSection puts section into the file at path: in place of the old one
 // between the markers, or at the end.
 func writeSection(path, section string) error {
+	return writeMarked(path, section, markBegin, markEnd)
+}
+
+// writeMarked puts section into the file at path in place of the text
+// between the markers begin and end, or at the end of the file.
+func writeMarked(path, section, markBegin, markEnd string) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return os.WriteFile(path, []byte(fileHeader+section), 0o644)
@@ -238,7 +244,7 @@ func writeSection(path, section string) error {
 		}
 		text += "\n" + section
 	default:
-		return fmt.Errorf("%s: only one of the markers of the orch-notify section is there; fix the file by hand", path)
+		return fmt.Errorf("%s: only one of the markers %q, %q is there; fix the file by hand", path, markBegin, markEnd)
 	}
 	return os.WriteFile(path, []byte(text), 0o644)
 }

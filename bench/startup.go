@@ -85,7 +85,7 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 		return res, errors.New("tmux is not on PATH: the send-keys case and the lead loop's worker pane need it")
 	}
 	logf("starting a lead loop (lead.Run, 1 worker running cat) on a scratch repo")
-	sl, err := startLead(ctx, dir, o.verbose)
+	sl, err := startLead(ctx, dir, fmt.Sprintf("orch-bench-%d", os.Getpid()), o.verbose)
 	if err != nil {
 		return res, err
 	}

@@ -32,6 +32,7 @@ const (
 	Lost     Kind = "lost"     // lead record: Worker's pane was gone at start while it held Plan
 	Gated    Kind = "gated"    // lead record: Plan's acceptance gates finished; Status: "passed" or why not
 	Verify   Kind = "verify"   // lead command: verify Plan; Status: rounds ("1" or "3")
+	Regate   Kind = "regate"   // lead record: run Plan's gates again (they were running when the lead stopped)
 )
 
 // WorkerKinds are the kinds orch-notify accepts on its command line.
@@ -46,15 +47,17 @@ const TruncMarker = "…[truncated]"
 
 // Event is one message on the bus.
 type Event struct {
-	V      int       `json:"v"`
-	ID     string    `json:"id"`
-	Kind   Kind      `json:"kind"`
-	Plan   string    `json:"plan"`
-	Status string    `json:"status,omitempty"`
-	Worker string    `json:"worker,omitempty"`
-	Host   string    `json:"host,omitempty"`
-	Pane   string    `json:"pane,omitempty"` // for died: the tmux pane that ended, if any
-	Time   time.Time `json:"time"`
+	V      int    `json:"v"`
+	ID     string `json:"id"`
+	Kind   Kind   `json:"kind"`
+	Plan   string `json:"plan"`
+	Status string `json:"status,omitempty"`
+	Worker string `json:"worker,omitempty"`
+	Host   string `json:"host,omitempty"`
+	Pane   string `json:"pane,omitempty"` // for died: the tmux pane that ended, if any
+	// Attempt ties a lead record (gated, regate) to one attempt of its plan.
+	Attempt int       `json:"attempt,omitempty"`
+	Time    time.Time `json:"time"`
 }
 
 // New returns an event with a fresh id and the current time. The status is
@@ -77,7 +80,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost || k == Gated || k == Verify {
+	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -129,7 +132,7 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate:
 		return true
 	}
 	return false

@@ -92,3 +92,16 @@ func records(out []byte) []string {
 	}
 	return recs
 }
+
+// Show returns the content of path (repo-relative, slash-separated) as it
+// is in commit rev: what was committed, whatever the work tree holds now.
+func (r *Repo) Show(ctx context.Context, rev, path string) ([]byte, error) {
+	if strings.HasPrefix(rev, "-") || strings.Contains(path, "..") {
+		return nil, fmt.Errorf("show %s:%s: bad revision or path", rev, path)
+	}
+	out, err := r.git(ctx, "show", rev+":"+path)
+	if err != nil {
+		return nil, fmt.Errorf("show %s:%s: %w", rev, path, err)
+	}
+	return out, nil
+}

@@ -424,8 +424,16 @@ func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult
 				r.Error = why
 				msg = fmt.Sprintf("ledger #%d check: not measured (%s)\n", e.ID, why)
 			} else {
-				outcome, err := e.Judge(*v)
-				if err != nil {
+				outcome, jerr := e.Judge(*v)
+				if jerr != nil {
+					// A bet without target or direction cannot be judged:
+					// say so, keep it open, go on with the others.
+					why := jerr.Error()
+					if _, err := ledger.RecordCheckFailure(root, e.ID, why, time.Now()); err != nil {
+						return err
+					}
+					r.Error = why
+					_, err := repo.Commit(ctx, fmt.Sprintf("ledger #%d check: not judged (%s)\n", e.ID, why), ledger.File)
 					return err
 				}
 				if _, err := ledger.Settle(root, e.ID, *v, outcome, time.Now()); err != nil {

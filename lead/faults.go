@@ -106,7 +106,7 @@ func (l *Loop) requeueOrFail(e event.Event, w *Worker, p *Plan, reason string) (
 		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), "worker lost, plan queued again"
 	}
 	p.State, p.Worker, p.Reason, p.Updated = PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
-	return newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, ""), "worker lost, plan failed"
+	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "worker lost, plan failed"
 }
 
 // ackCheck is the one timer armed per dispatch: if the plan is still only
@@ -162,7 +162,7 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 	p.Unacked = true
 	w.State, w.Plan, w.Reason = WorkerDead, "", "did not acknowledge dispatch of "+p.Name
 	l.log.Warn("dispatch not acknowledged: plan failed", "plan", p.Name, "worker", w.ID)
-	l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", ""))
+	l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, newCallback(CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", "")))
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,10 @@ import (
 // DefaultGateTimeout bounds one acceptance command.
 const DefaultGateTimeout = 10 * time.Minute
 
-// metricTimeout bounds one metric command.
-const metricTimeout = time.Minute
+// metricTimeout bounds one metric command. Metric commands run on the
+// event loop (a baseline must be taken before the line is typed), so they
+// are kept short.
+const metricTimeout = 10 * time.Second
 
 // maxCapture bounds the stdout and stderr kept of a command (the tail).
 const maxCapture = 8 << 10
@@ -64,6 +67,12 @@ func (r CmdResult) Summary() string {
 // runCmd runs one shell command in dir with a deadline enforced by killing
 // its process group.
 func runCmd(dir, cmdline string, timeout time.Duration) CmdResult {
+	return runCmdGroup(dir, cmdline, timeout, nil)
+}
+
+// runCmdGroup is runCmd that reports the process group it started, so the
+// lead loop can kill it when it stops (the group outlives a dead parent).
+func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid int, running bool)) CmdResult {
 	res := CmdResult{Cmd: cmdline, Exit: -1}
 	cmd := exec.Command("sh", "-c", cmdline)
 	cmd.Dir = dir
@@ -74,6 +83,10 @@ func runCmd(dir, cmdline string, timeout time.Duration) CmdResult {
 	if err := cmd.Start(); err != nil {
 		res.Err = err.Error()
 		return res
+	}
+	if started != nil {
+		started(cmd.Process.Pid, true)
+		defer started(cmd.Process.Pid, false)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -143,7 +156,7 @@ func (l *Loop) startGates(j gateJob) {
 		var results []CmdResult
 		verdict := "passed"
 		for _, c := range j.cmds {
-			r := runCmd(l.cfg.Root, c, timeout)
+			r := runCmdGroup(l.cfg.Root, c, timeout, l.trackGroup)
 			results = append(results, r)
 			if r.Failed() {
 				verdict = r.Summary()
@@ -155,7 +168,7 @@ func (l *Loop) startGates(j gateJob) {
 		}
 		sum := sha256.Sum256([]byte(fmt.Sprintf("gated %s %d", j.plan, j.attempt)))
 		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Gated, Plan: j.plan,
-			Status: verdict, Host: hostname(), Time: time.Now().UTC()}
+			Attempt: j.attempt, Status: verdict, Host: hostname(), Time: time.Now().UTC()}
 		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
 			// The broker lives in this process: failing here means it is
 			// stopping, and the next start runs the gates again.
@@ -202,8 +215,51 @@ func measure(root, cmdline string) (*float64, string) {
 	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(r.Stdout, `\n`, "\n")), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	v, err := strconv.ParseFloat(last, 64)
-	if err != nil || last == "" {
+	if err != nil || last == "" || math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil, fmt.Sprintf("metric command %q printed no number (last line %q)", cmdline, last)
 	}
 	return &v, ""
+}
+
+// trackGroup records the process groups of running gates in the state, so
+// a lead loop that stops (or dies) leaves none running past its deadline:
+// they are killed when it stops, and at the next start.
+func (l *Loop) trackGroup(pgid int, running bool) {
+	l.groupsMu.Lock()
+	defer l.groupsMu.Unlock()
+	if l.groups == nil {
+		l.groups = map[int]bool{}
+	}
+	if running {
+		l.groups[pgid] = true
+	} else {
+		delete(l.groups, pgid)
+	}
+	writeGroups(l.orchDir, l.groups)
+}
+
+// groupsFile lists the process groups of running gates, one per line.
+const groupsFile = "gates.pgids"
+
+func writeGroups(orchDir string, groups map[int]bool) {
+	var b strings.Builder
+	for g := range groups {
+		fmt.Fprintf(&b, "%d\n", g)
+	}
+	os.WriteFile(filepath.Join(orchDir, groupsFile), []byte(b.String()), 0o600)
+}
+
+// killGroups kills the gate process groups recorded by this or an earlier
+// lead loop.
+func killGroups(orchDir string) {
+	data, err := os.ReadFile(filepath.Join(orchDir, groupsFile))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if g, err := strconv.Atoi(f); err == nil && g > 1 {
+			syscall.Kill(-g, syscall.SIGKILL)
+		}
+	}
+	os.Remove(filepath.Join(orchDir, groupsFile))
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -101,6 +103,12 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		}
 		return h.Callback, nil
 	}
+	// A failed effect must leave no half-changed state behind: the
+	// redelivery has to find the plan as it was.
+	snapshot, serr := json.Marshal(l.st)
+	if serr != nil {
+		return nil, serr
+	}
 	var (
 		cb   *Callback
 		note string
@@ -123,9 +131,15 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note, err = l.gated(ctx, e)
 	case event.Verify:
 		cb, note, err = l.verifyCmd(ctx, e)
+	case event.Regate:
+		note = l.regate(e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
+		restored := newState()
+		if rerr := json.Unmarshal(snapshot, restored); rerr == nil {
+			l.st = restored
+		}
 		return nil, err
 	}
 	if strings.HasPrefix(note, "ignored") {
@@ -159,10 +173,17 @@ func (l *Loop) queue(e event.Event) string {
 		l.st.Plans[e.Plan] = p
 	}
 	switch p.State {
-	case PlanQueued, PlanDispatched, PlanRunning, PlanNeedsInput:
+	case PlanQueued, PlanDispatched, PlanRunning, PlanNeedsInput, PlanVerifying:
 		return l.refuse(e, fmt.Sprintf("plan %s is already %s", e.Plan, p.State))
 	}
-	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts}
+	if parent := l.st.Plans[p.VerifyOf]; p.VerifyOf != "" && (parent == nil || parent.State != PlanVerifying) {
+		return l.refuse(e, fmt.Sprintf("plan %s verifies %s, which is no longer being verified (orch verify %s starts a new verification)", e.Plan, p.VerifyOf, p.VerifyOf))
+	}
+	// A verification plan keeps what makes it one (whom it verifies, whom
+	// it must not go to); every plan keeps its attempt count and its
+	// verification history.
+	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
+		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification}
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return "queued"
 }
@@ -241,14 +262,11 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 		p.State, p.Status, p.Reason, p.Updated = PlanFailed, e.Status, reason, now
 		l.free(w)
 		l.log.Warn("done without a usable RESULT.md: not harvested", "plan", e.Plan, "worker", e.Worker, "reason", reason)
-		return newCallback(CallbackFailed, e.ID, e.Plan, e.Worker, reason, ""), "failed: " + reason, nil
+		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
 	}
-	plan, err := plans.Load(l.cfg.Root, e.Plan)
-	if err != nil {
-		return nil, "", fmt.Errorf("harvest %s: %w", e.Plan, err)
-	}
+	def := l.def(p)
 	var sha string
-	err = l.withGitLock(func() error {
+	err := l.withGitLock(func() error {
 		var err error
 		l.fault("before-harvest-commit")
 		sha, err = l.commitResult(ctx, e)
@@ -260,14 +278,18 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 	}
 	p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
 	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "status", e.Status)
-	if len(plan.Acceptance) > 0 {
+	if b := def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
+		p.AtHarvest, p.AtHarvestErr = measure(l.cfg.Root, b.MetricCmd)
+	}
+	if len(def.Acceptance) > 0 {
 		// The worker stays busy while its gates run in its checkout: in a
 		// shared tree its next plan would change what the gates test.
 		p.State, p.Reason, p.Gates = PlanVerifying, "acceptance gates running", true
-		l.after(func() { l.startGates(gateJob{plan: p.Name, attempt: p.Attempts, cmds: plan.Acceptance}) })
+		j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: def.Acceptance}
+		l.after(func() { l.startGates(j) })
 		return nil, "harvested " + short(sha) + "; gates running", nil
 	}
-	cb, err := l.finish(ctx, p, plan, w)
+	cb, err := l.finish(ctx, p, def, w)
 	if err != nil {
 		return nil, "", err
 	}
@@ -278,13 +300,16 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 // committed next to RESULT.md, and the plan is finished or failed.
 func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, error) {
 	p := l.st.Plans[e.Plan]
-	if p == nil || p.State != PlanVerifying || !p.Gates {
-		return nil, "ignored: no gates running for " + e.Plan, nil
+	if p == nil || p.State != PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
+		return nil, "ignored: no gates running for this attempt of " + e.Plan, nil
 	}
 	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
 	err := l.withGitLock(func() error {
 		if sha, err := l.repo.FindTrailer(ctx, TrailerEvent, e.ID); err != nil || sha != "" {
 			return err
+		}
+		if _, err := os.Stat(filepath.Join(l.cfg.Root, filepath.FromSlash(rel))); err != nil {
+			return nil // the evidence could not be written; the verdict says why
 		}
 		msg := fmt.Sprintf("gates %s: %s\n\n%s: %s\n", e.Plan, subjectLine(e.Status), TrailerEvent, e.ID)
 		_, err := l.repo.Commit(ctx, msg, rel)
@@ -304,35 +329,33 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, err
 		l.log.Warn("acceptance gate failed", "plan", e.Plan, "why", e.Status)
 		return newCallback(CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), "failed: " + e.Status, nil
 	}
-	plan, err := plans.Load(l.cfg.Root, e.Plan)
-	if err != nil {
-		return nil, "", fmt.Errorf("gates %s: %w", e.Plan, err)
-	}
 	l.log.Info("acceptance gates passed", "plan", e.Plan)
-	cb, err := l.finish(ctx, p, plan, w)
+	cb, err := l.finish(ctx, p, l.def(p), w)
 	if err != nil {
 		return nil, "", err
 	}
-	cb.Event = e.ID
+	if cb != nil {
+		cb.Event = e.ID
+	}
 	return cb, "gates passed", nil
 }
 
 // finish records a harvested plan whose gates (if any) passed: the bet's
 // after-measurement, the ledger entry, the plan done and its worker free.
-func (l *Loop) finish(ctx context.Context, p *Plan, plan *plans.Plan, w *Worker) (*Callback, error) {
+func (l *Loop) finish(ctx context.Context, p *Plan, def *PlanDef, w *Worker) (*Callback, error) {
 	if p.VerifyOf != "" {
 		return l.verdicts(ctx, p, w)
 	}
-	if plan.Verify > 0 {
+	if def.Verify > 0 {
 		// Not done until someone else has tried to tear it apart: the
 		// ledger entry waits for the verdict.
 		l.free(w)
-		return l.startVerification(ctx, p, plan.Verify, false)
+		return l.startVerification(ctx, p, def.Verify, false)
 	}
 	var entry ledger.Entry
 	err := l.withGitLock(func() error {
 		var err error
-		entry, err = l.recordLedger(ctx, p, plan)
+		entry, err = l.recordLedger(ctx, p, def)
 		l.fault("after-ledger-commit")
 		return err
 	})
@@ -377,19 +400,15 @@ func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) 
 	return sha, err
 }
 
-func (l *Loop) recordLedger(ctx context.Context, p *Plan, plan *plans.Plan) (ledger.Entry, error) {
+func (l *Loop) recordLedger(ctx context.Context, p *Plan, def *PlanDef) (ledger.Entry, error) {
 	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent}
-	if b := plan.Bet; b != nil && b.Metric != "" {
+	if b := def.Bet; b != nil && b.Metric != "" {
 		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
 		if b.MetricCmd != "" {
-			// Measured by the lead loop, before (at dispatch) and now: never
+			// Measured by the lead loop, at dispatch and at harvest: never
 			// copied from what the worker wrote.
 			en.MetricCmd, en.Baseline, en.BaselineError = b.MetricCmd, p.Baseline, p.BaselineErr
-			if existing, ok := findByEvent(l.cfg.Root, p.DoneEvent); ok {
-				en.AtHarvest, en.AtHarvestError = existing.AtHarvest, existing.AtHarvestError
-			} else {
-				en.AtHarvest, en.AtHarvestError = measure(l.cfg.Root, b.MetricCmd)
-			}
+			en.AtHarvest, en.AtHarvestError = p.AtHarvest, p.AtHarvestErr
 		}
 	}
 	got, _, err := ledger.Append(l.cfg.Root, en)
@@ -404,18 +423,15 @@ func (l *Loop) recordLedger(ctx context.Context, p *Plan, plan *plans.Plan) (led
 	return got, err
 }
 
-// findByEvent returns the ledger entry an event already produced.
-func findByEvent(root, id string) (ledger.Entry, bool) {
-	entries, err := ledger.Load(root)
-	if err != nil {
-		return ledger.Entry{}, false
+// def is what the plan was dispatched with (older records: PLAN.md now).
+func (l *Loop) def(p *Plan) *PlanDef {
+	if p.Def != nil {
+		return p.Def
 	}
-	for _, e := range entries {
-		if e.Event == id {
-			return e, true
-		}
+	if d, err := plans.Load(l.cfg.Root, p.Name); err == nil {
+		return &PlanDef{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
 	}
-	return ledger.Entry{}, false
+	return &PlanDef{}
 }
 
 // revive takes back a plan that failed only because its worker was slow to
@@ -469,4 +485,31 @@ func short(sha string) string {
 		return sha[:10]
 	}
 	return sha
+}
+
+// reportRegates puts one regate record per plan whose gates were running
+// when the last lead loop stopped into the stream, behind everything
+// already there.
+func (l *Loop) reportRegates() {
+	for _, p := range l.st.Plans {
+		if p.State != PlanVerifying || !p.Gates {
+			continue
+		}
+		e := event.New(event.Regate, p.Name, "", "", hostname())
+		e.Attempt = p.Attempts
+		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
+			l.log.Error("regate", "plan", p.Name, "err", err)
+		}
+	}
+}
+
+// regate runs a plan's gates again if their result never came in.
+func (l *Loop) regate(e event.Event) string {
+	p := l.st.Plans[e.Plan]
+	if p == nil || p.State != PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
+		return "ignored: the gates' result is in"
+	}
+	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: p.Def.Acceptance}
+	l.after(func() { l.startGates(j) })
+	return "gates run again"
 }

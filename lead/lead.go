@@ -24,6 +24,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -35,7 +37,6 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/notify"
-	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
 
@@ -101,6 +102,9 @@ type Loop struct {
 	wake         chan struct{}
 	nextDispatch time.Time
 	staggerArmed bool
+	// groups are the process groups of gates running now (trackGroup).
+	groupsMu sync.Mutex
+	groups   map[int]bool
 }
 
 // after runs fn once the current event is recorded (state saved): work
@@ -208,6 +212,19 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: spool watch: %w", err)
 	}
 	l.ingestSpool()
+	// Gates that were running when the last lead loop stopped: their
+	// processes go, and a regate record behind everything already in the
+	// stream runs them again, unless their result turns out to be in.
+	killGroups(l.orchDir)
+	defer func() {
+		l.groupsMu.Lock()
+		for g := range l.groups {
+			syscall.Kill(-g, syscall.SIGKILL)
+		}
+		l.groupsMu.Unlock()
+		killGroups(l.orchDir)
+	}()
+	l.reportRegates()
 	// Pane losses found at start go into the stream after everything the
 	// workers sent before (pending messages, the spool), so a "done" that was
 	// waiting is harvested before its plan could be queued again.
@@ -247,14 +264,6 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	l.flushOutbox()
-	// Gates that were running when the last lead loop stopped run again.
-	for _, p := range l.st.Plans {
-		if p.State == PlanVerifying && p.Gates {
-			if def, err := plans.Load(cfg.Root, p.Name); err == nil && len(def.Acceptance) > 0 {
-				l.startGates(gateJob{plan: p.Name, attempt: p.Attempts, cmds: def.Acceptance})
-			}
-		}
-	}
 	l.schedule(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())

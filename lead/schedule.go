@@ -40,6 +40,9 @@ func (l *Loop) schedule(ctx context.Context) {
 			return
 		}
 		l.dispatchTo(ctx, p, w)
+		if p.State != PlanDispatched {
+			return // it could not go out; the next event tries again, no spinning
+		}
 		if l.cfg.Stagger > 0 {
 			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
 		}
@@ -119,11 +122,20 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		l.save()
 		return
 	}
+	def, err := plans.Load(l.cfg.Root, p.Name)
+	if err != nil {
+		p.State, p.Reason = PlanFailed, "cannot dispatch: "+err.Error()
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+		}
+		return
+	}
+	p.Def = &PlanDef{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
 	// A bet with a metric command gets its baseline measured by the lead
-	// loop, before the worker can change anything.
-	p.Baseline, p.BaselineErr = nil, ""
-	if def, err := plans.Load(l.cfg.Root, p.Name); err == nil && def.Bet != nil && def.Bet.MetricCmd != "" {
-		p.Baseline, p.BaselineErr = measure(l.cfg.Root, def.Bet.MetricCmd)
+	// loop, before the worker can change anything; a second attempt keeps
+	// the first baseline (the first worker may have changed things).
+	if b := def.Bet; b != nil && b.MetricCmd != "" && p.Baseline == nil && p.BaselineErr == "" {
+		p.Baseline, p.BaselineErr = measure(l.cfg.Root, b.MetricCmd)
 		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
 	}
 	now := l.cfg.Now().UTC()

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/orch-dev/orch/plans"
 )
 
 // Worker states, as the contract names them.
@@ -86,11 +88,24 @@ type Plan struct {
 	Avoid    []string `json:"avoid,omitempty"`
 	// Verification is set on a plan whose claims are being (or were) verified.
 	Verification *Verification `json:"verification,omitempty"`
+	// Def is what PLAN.md asked for when the plan was dispatched: the lead
+	// loop holds the worker to it, whatever the worker does to PLAN.md.
+	Def *PlanDef `json:"def,omitempty"`
+	// AtHarvest is the bet's metric measured right after the harvest.
+	AtHarvest    *float64 `json:"at_harvest,omitempty"`
+	AtHarvestErr string   `json:"at_harvest_error,omitempty"`
 	// Resent is set once the dispatch line of this attempt was re-sent.
 	Resent bool `json:"resent,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a
 	// late started or done from the same worker still counts.
 	Unacked bool `json:"unacked,omitempty"`
+}
+
+// PlanDef is the part of PLAN.md's front matter the lead loop enforces.
+type PlanDef struct {
+	Acceptance []string   `json:"acceptance,omitempty"`
+	Verify     int        `json:"verify,omitempty"`
+	Bet        *plans.Bet `json:"bet,omitempty"`
 }
 
 // Handled records that an event had its effect, and the callback it

@@ -55,7 +55,15 @@ func (l *Loop) startVerification(ctx context.Context, p *Plan, rounds int, ledge
 	if rounds != 1 && rounds != 3 {
 		return nil, fmt.Errorf("verify %s: rounds must be 1 or 3, not %d", p.Name, rounds)
 	}
-	result, err := plans.ReadResult(l.cfg.Root, p.Name, MaxResult)
+	// The claims are read from the harvest commit, not the work tree, which
+	// the worker (or anyone) may have changed since.
+	var result []byte
+	var err error
+	if p.Result != "" {
+		result, err = l.repo.Show(ctx, p.Result, plans.RelResultPath(p.Name))
+	} else {
+		result, err = plans.ReadResult(l.cfg.Root, p.Name, MaxResult)
+	}
 	var claims []string
 	if err == nil {
 		claims, err = plans.Claims(result)
@@ -68,6 +76,13 @@ func (l *Loop) startVerification(ctx context.Context, p *Plan, rounds int, ledge
 	run := 1
 	if p.Verification != nil {
 		run = p.Verification.Run + 1
+	}
+	// Never reuse a round's plan of an earlier run, whatever the record says.
+	for {
+		if _, err := os.Lstat(filepath.Join(l.cfg.Root, plans.Dir, roundName(p.Name, run, 1))); err != nil {
+			break
+		}
+		run++
 	}
 	p.Verification = &Verification{Rounds: rounds, Round: 1, Run: run, Author: p.Worker, Claims: claims, Ledgered: ledgered}
 	p.State, p.Updated = PlanVerifying, now
@@ -151,7 +166,8 @@ func (l *Loop) verdicts(ctx context.Context, vp *Plan, w *Worker) (*Callback, er
 	parent := l.st.Plans[vp.VerifyOf]
 	vp.State, vp.Updated = PlanDone, l.cfg.Now().UTC()
 	l.free(w)
-	if parent == nil || parent.Verification == nil || parent.State != PlanVerifying || parent.Verification.Round != vp.Round {
+	if parent == nil || parent.Verification == nil || parent.State != PlanVerifying || parent.Verification.Round != vp.Round ||
+		roundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
 		return nil, nil // an old round of a verification that has moved on
 	}
 	v := parent.Verification
@@ -189,14 +205,10 @@ func (l *Loop) verdicts(ctx context.Context, vp *Plan, w *Worker) (*Callback, er
 		return nil, l.queueRound(ctx, parent)
 	}
 	if !v.Ledgered {
-		def, err := plans.Load(l.cfg.Root, parent.Name)
-		if err != nil {
-			return nil, err
-		}
 		var entry ledger.Entry
-		err = l.withGitLock(func() error {
+		err := l.withGitLock(func() error {
 			var err error
-			entry, err = l.recordLedger(ctx, parent, def)
+			entry, err = l.recordLedger(ctx, parent, l.def(parent))
 			return err
 		})
 		if err != nil {
@@ -268,4 +280,23 @@ func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*Callback, string,
 		return nil, "", err
 	}
 	return cb, fmt.Sprintf("verification (%d rounds) started", rounds), nil
+}
+
+// verificationFailed settles the parent of a verification plan that ended
+// failed (no RESULT.md, its workers lost, never acknowledged): the parent
+// fails too, with the reason, instead of waiting in verifying for ever. The
+// callback the lead gets names the parent.
+func (l *Loop) verificationFailed(vp *Plan, cb *Callback) *Callback {
+	parent := l.st.Plans[vp.VerifyOf]
+	if vp.VerifyOf == "" || parent == nil || parent.State != PlanVerifying || parent.Verification == nil ||
+		roundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
+		return cb
+	}
+	parent.Verification.Outcome = PlanFailed
+	parent.State, parent.Reason, parent.Updated = PlanFailed, fmt.Sprintf("verification round %d (%s) failed: %s", vp.Round, vp.Name, vp.Reason), l.cfg.Now().UTC()
+	id := "vf-" + vp.Name
+	if cb != nil {
+		id = cb.Event
+	}
+	return newCallback(CallbackFailed, id, parent.Name, vp.Worker, parent.Reason, "")
 }

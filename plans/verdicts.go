@@ -110,6 +110,9 @@ func Verdicts(result []byte, n int) ([]Verdict, error) {
 		if word != Confirmed && word != Refuted && word != Unverifiable {
 			return nil, fmt.Errorf("%w: verdict for claim %d is %q: want CONFIRMED, REFUTED or UNVERIFIABLE", ErrVerdicts, k, m[2])
 		}
+		if strings.TrimSpace(m[3]) == "" {
+			return nil, fmt.Errorf("%w: verdict for claim %d gives no evidence", ErrVerdicts, k)
+		}
 		seen[k-1] = true
 		got[k-1] = Verdict{Claim: k, Verdict: word, Evidence: m[3]}
 	}

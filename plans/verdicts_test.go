@@ -33,6 +33,7 @@ func TestVerdictsStrict(t *testing.T) {
 		{"out of range", "## Verdicts\n1. CONFIRMED: yes\n2. CONFIRMED: yes\n3. CONFIRMED: yes\n"},
 		{"prose", "## Verdicts\nAll good, everything confirmed.\n"},
 		{"no section", "# Result\nCONFIRMED\n"},
+		{"no evidence", "## Verdicts\n1. CONFIRMED\n2. CONFIRMED: ran it\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -136,8 +136,11 @@ func ledgerCheckRun(ctx context.Context, o *ledgerOptions, s streams) error {
 		return err
 	}
 	res, err := lead.CheckBets(ctx, root, time.Now())
-	if o.JSON && err == nil {
-		return writeJSON(s.Out, res)
+	if o.JSON {
+		if werr := writeJSON(s.Out, res); werr != nil {
+			return werr
+		}
+		return err
 	}
 	for _, r := range res {
 		if r.Error != "" {

@@ -1,0 +1,109 @@
+package lead
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/ledger"
+)
+
+func TestMeasure(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.txt"), []byte("noise\n  42.5 \n"), 0o644)
+	tests := []struct {
+		cmd     string
+		want    float64
+		wantErr string
+	}{
+		{"cat m.txt", 42.5, ""},
+		{"echo nan", 0, "printed no number"},
+		{"echo +Inf", 0, "printed no number"},
+		{"echo fast", 0, "printed no number"},
+		{"true", 0, "printed no number"},
+		{"exit 3", 0, "exit 3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.cmd, func(t *testing.T) {
+			v, why := measure(dir, tc.cmd)
+			if tc.wantErr != "" {
+				if v != nil || !strings.Contains(why, tc.wantErr) {
+					t.Errorf("measure(%q) = %v, %q; want no value and %q", tc.cmd, v, why, tc.wantErr)
+				}
+				return
+			}
+			if v == nil || *v != tc.want || why != "" {
+				t.Errorf("measure(%q) = %v, %q; want %v", tc.cmd, v, why, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunCmdKillsTheGroupOnTimeout(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	r := runCmd(dir, "sleep 30 & echo $! > bg.pid; sleep 30", 300*time.Millisecond)
+	if !r.TimedOut || !r.Failed() || time.Since(start) > 5*time.Second {
+		t.Fatalf("result %+v after %s, want a timeout", r, time.Since(start))
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(data))
+	// SIGKILL is sent at the timeout; the kernel takes a moment to end it.
+	eventually.True(t, 2*time.Second, func() bool {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		return err != nil || strings.Contains(string(st), ") Z ") // gone, or a zombie
+	}, "background child %s of the gate to die with its group", pid)
+	if !strings.Contains(r.Summary(), "timed out") {
+		t.Errorf("summary %q", r.Summary())
+	}
+}
+
+func TestJudge(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tests := []struct {
+		dir      string
+		target   float64
+		measured float64
+		want     string
+	}{
+		{"lower", 100, 90, ledger.Won},
+		{"lower", 100, 100, ledger.Won},
+		{"lower", 100, 101, ledger.Lost},
+		{"higher", 0.9, 0.95, ledger.Won},
+		{"higher", 0.9, 0.5, ledger.Lost},
+	}
+	for _, tc := range tests {
+		e := ledger.Entry{ID: 1, Metric: "m", Direction: tc.dir, Target: f(tc.target)}
+		if got, err := e.Judge(tc.measured); err != nil || got != tc.want {
+			t.Errorf("%s is better, target %g, measured %g: %q, %v; want %q", tc.dir, tc.target, tc.measured, got, err, tc.want)
+		}
+	}
+	if _, err := (ledger.Entry{ID: 1, Metric: "m"}).Judge(1); err == nil {
+		t.Error("a bet without target and direction was judged")
+	}
+}
+
+func TestEligibleNeverTheAuthor(t *testing.T) {
+	l := &Loop{st: newState()}
+	for _, id := range []string{"w1", "w2", "w3"} {
+		l.st.Workers = append(l.st.Workers, &Worker{ID: id, State: WorkerIdle, Pane: "%1"})
+	}
+	vp := &Plan{Name: "p.v1r2", Exclude: []string{"w1"}, Avoid: []string{"w2"}}
+	want := map[string]bool{"w1": false, "w2": false, "w3": true}
+	for _, w := range l.st.Workers {
+		if got := l.eligible(vp, w); got != want[w.ID] {
+			t.Errorf("eligible(%s) = %v, want %v", w.ID, got, want[w.ID])
+		}
+	}
+	// With w3 dead, an earlier verifier may verify again; the author never.
+	l.st.Workers[2].State = WorkerDead
+	if !l.eligible(vp, l.st.Workers[1]) || l.eligible(vp, l.st.Workers[0]) {
+		t.Error("with w3 dead: w2 should be eligible and w1 never")
+	}
+}
