@@ -46,6 +46,11 @@ func (r *Repo) Commit(ctx context.Context, msg string, paths ...string) (string,
 // for whichever of the two the repository's configuration (any level) lacks,
 // so a configured identity is always used as is.
 func (r *Repo) identityArgs(ctx context.Context) ([]string, error) {
+	r.identMu.Lock()
+	defer r.identMu.Unlock()
+	if r.ident != nil {
+		return r.ident, nil
+	}
 	out, err := r.git(ctx, "config", "--get-regexp", `^user\.(name|email)$`)
 	if err != nil && exitCode(err) != 1 { // 1: none of the keys is set
 		return nil, err
@@ -56,11 +61,17 @@ func (r *Repo) identityArgs(ctx context.Context) ([]string, error) {
 		key, _, _ := strings.Cut(sc.Text(), " ")
 		have[key] = true
 	}
-	var args []string
+	args := []string{}
 	for _, kv := range fallbackIdent {
 		if !have[kv[0]] {
 			args = append(args, "-c", kv[0]+"="+kv[1])
 		}
 	}
-	return args, nil
+	if len(args) == 0 {
+		// The user's identity is configured: remember it, one git process
+		// less per commit. Without one, look again next time: the user may
+		// configure it while orch runs, and theirs must win.
+		r.ident = args
+	}
+	return append([]string(nil), args...), nil
 }

@@ -105,3 +105,29 @@ func (r *Repo) Show(ctx context.Context, rev, path string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// RecentTrailers maps each value of trailer key, in the last depth commits
+// reachable from HEAD, to the commit that carries it: one git process for
+// any number of lookups.
+func (r *Repo) RecentTrailers(ctx context.Context, key string, depth int) (map[string]string, error) {
+	if key == "" || strings.ContainsAny(key, ":,)%\n\t ") || depth <= 0 {
+		return nil, fmt.Errorf("recent trailers %q: invalid key or depth", key)
+	}
+	out, err := r.git(ctx, "log", "--ignore-missing", "-n", strconv.Itoa(depth),
+		"--format=%H%x00%(trailers:key="+key+",valueonly,unfold)%x1e", "HEAD", "--")
+	if err != nil {
+		return nil, fmt.Errorf("recent trailers %s: %w", key, err)
+	}
+	found := map[string]string{}
+	for _, rec := range records(out) {
+		sha, vals, _ := strings.Cut(rec, "\x00")
+		for _, v := range strings.Split(vals, "\n") {
+			if v = strings.TrimSpace(v); v != "" {
+				if _, seen := found[v]; !seen {
+					found[v] = sha
+				}
+			}
+		}
+	}
+	return found, nil
+}

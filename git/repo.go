@@ -11,14 +11,17 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/orch-dev/orch/internal/runner"
 )
 
 // Repo is one repository's work tree, addressed by its top-level directory.
 type Repo struct {
-	Root   string
-	Runner runner.Runner
+	identMu sync.Mutex
+	ident   []string // -c user.name/-c user.email fallbacks, read once
+	Root    string
+	Runner  runner.Runner
 }
 
 // Open finds the repository that dir belongs to. When dir is inside a linked

@@ -105,10 +105,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
-	snapshot, serr := json.Marshal(l.st)
-	if serr != nil {
-		return nil, serr
-	}
+	snapshot := l.st.clone()
 	var (
 		cb   *Callback
 		note string
@@ -136,10 +133,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
-		restored := newState()
-		if rerr := json.Unmarshal(snapshot, restored); rerr == nil {
-			l.st = restored
-		}
+		l.st = snapshot
 		return nil, err
 	}
 	if strings.HasPrefix(note, "ignored") {
@@ -305,7 +299,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, err
 	}
 	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
 	err := l.withGitLock(func() error {
-		if sha, err := l.repo.FindTrailer(ctx, TrailerEvent, e.ID); err != nil || sha != "" {
+		if sha, err := l.committed(ctx, e.ID); err != nil || sha != "" {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(l.cfg.Root, filepath.FromSlash(rel))); err != nil {
@@ -379,11 +373,16 @@ func resultProblem(name string, err error) string {
 	return plans.RelResultPath(name) + " could not be read: " + err.Error()
 }
 
-// TrailerEvent is the commit trailer naming the event a commit came from.
-const TrailerEvent = "Orch-Event"
+// TrailerEvent is the commit trailer naming the event a harvest (or gates)
+// commit came from; TrailerLedger names the event of a ledger commit. They
+// differ so that looking up an event's harvest never finds its ledger entry.
+const (
+	TrailerEvent  = "Orch-Event"
+	TrailerLedger = "Orch-Ledger-Event"
+)
 
 func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) {
-	if sha, err := l.repo.FindTrailer(ctx, TrailerEvent, e.ID); err != nil || sha != "" {
+	if sha, err := l.committed(ctx, e.ID); err != nil || sha != "" {
 		return sha, err
 	}
 	msg := fmt.Sprintf("harvest %s: %s\n\nWorker: %s\n%s: %s\n", e.Plan, subjectLine(e.Status), e.Worker, TrailerEvent, e.ID)
@@ -415,7 +414,7 @@ func (l *Loop) recordLedger(ctx context.Context, p *Plan, def *PlanDef) (ledger.
 	if err != nil {
 		return got, err
 	}
-	msg := fmt.Sprintf("ledger #%d: %s (%s)\n\n%s: %s\n", got.ID, p.Name, subjectLine(p.Status), TrailerEvent, p.DoneEvent)
+	msg := fmt.Sprintf("ledger #%d: %s (%s)\n\n%s: %s\n", got.ID, p.Name, subjectLine(p.Status), TrailerLedger, p.DoneEvent)
 	_, err = l.repo.Commit(ctx, msg, ledger.File)
 	if errors.Is(err, git.ErrNothingToCommit) {
 		err = nil // committed before a crash; the redelivery finds it done
@@ -512,4 +511,16 @@ func (l *Loop) regate(e event.Event) string {
 	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: p.Def.Acceptance}
 	l.after(func() { l.startGates(j) })
 	return "gates run again"
+}
+
+// committed returns the commit that already carries event id's effect, if
+// one of the last trailerDepth commits does: a crash between a commit and
+// the state save leaves it right behind HEAD. Looking no further keeps the
+// check's cost flat however long the history grows.
+func (l *Loop) committed(ctx context.Context, id string) (string, error) {
+	done, err := l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth)
+	if err != nil {
+		return "", err
+	}
+	return done[id], nil
 }

@@ -277,7 +277,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-connLost:
 			return fmt.Errorf("serve: %w", ErrConnLost)
 		case m := <-l.msgs:
-			l.handleMsg(ctx, m)
+			l.handleWaiting(ctx, m)
 			l.runPending()
 			l.schedule(ctx)
 		case <-l.wake:

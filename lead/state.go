@@ -218,6 +218,16 @@ func (st *State) Save(orchDir string) error {
 	return nil
 }
 
+// clone returns a deep copy, to restore if an effect fails half-way.
+func (st *State) clone() *State {
+	data, err := json.Marshal(st)
+	c := newState()
+	if err == nil && json.Unmarshal(data, c) == nil {
+		return c
+	}
+	return st
+}
+
 // Worker returns the worker with id, or nil.
 func (st *State) Worker(id string) *Worker {
 	for _, w := range st.Workers {

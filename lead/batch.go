@@ -1,0 +1,231 @@
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/ledger"
+	"github.com/orch-dev/orch/plans"
+)
+
+// Batched harvests. When several "done" events are already waiting, their
+// RESULT.md files go into one commit and their ledger entries into one
+// more, with one state save, instead of two commits and a save each. Every
+// commit still names each event it carries (one Orch-Event trailer per
+// event), so each harvest stays traceable and a redelivery after a crash
+// finds its own earlier completion. Only plain harvests are batched: a plan
+// with gates, verification, a metric command, or a verification plan goes
+// through the one-event path.
+
+// maxBatch bounds how many waiting messages are taken at once.
+const maxBatch = 64
+
+// trailerDepth is how far back the crash check looks for a batch's commit:
+// a crash leaves it at most a few commits behind HEAD.
+const trailerDepth = 200
+
+// handleWaiting handles m and whatever else is already waiting, in order,
+// harvesting runs of plain "done" events together.
+func (l *Loop) handleWaiting(ctx context.Context, m jetstream.Msg) {
+	msgs := []jetstream.Msg{m}
+	for len(msgs) < maxBatch {
+		select {
+		case more := <-l.msgs:
+			msgs = append(msgs, more)
+			continue
+		default:
+		}
+		break
+	}
+	var group []batchItem
+	inGroup := map[string]bool{}
+	flush := func() {
+		if len(group) > 0 {
+			l.harvestBatch(ctx, group)
+			group, inGroup = nil, map[string]bool{}
+			l.schedule(ctx)
+		}
+	}
+	for _, m := range msgs {
+		if it, ok := l.batchable(m); ok && !inGroup[it.e.Plan] {
+			group = append(group, it)
+			inGroup[it.e.Plan] = true
+			continue
+		}
+		// An event about another plan (a started, a dispatch) may go ahead of
+		// the group's harvests; anything about a plan in the group, or about
+		// a worker as a whole, waits for the group first.
+		if !independent(m, inGroup) {
+			flush()
+		}
+		l.handleMsg(ctx, m)
+		l.runPending()
+		l.schedule(ctx) // as after any event: the next message may be about what this one dispatched
+	}
+	flush()
+}
+
+type batchItem struct {
+	m jetstream.Msg
+	e event.Event
+}
+
+// batchable says whether m is a plain harvest: a new done event, on its
+// subject, from the worker holding a plan that has no gates, no
+// verification and no metric command, with a readable RESULT.md.
+func (l *Loop) batchable(m jetstream.Msg) (batchItem, bool) {
+	e, err := event.Parse(m.Data())
+	if err != nil || e.Kind != event.Done || m.Subject() != event.Subject(l.b.Prefix(), e.Kind) || plans.ValidateName(e.Plan) != nil {
+		return batchItem{}, false
+	}
+	if _, handled := l.st.Handled[e.ID]; handled {
+		return batchItem{}, false
+	}
+	p, _, why := l.holder(e)
+	if why != "" || (p.State != PlanDispatched && p.State != PlanRunning) || p.VerifyOf != "" {
+		return batchItem{}, false
+	}
+	def := l.def(p)
+	if len(def.Acceptance) > 0 || def.Verify > 0 || (def.Bet != nil && def.Bet.MetricCmd != "") {
+		return batchItem{}, false
+	}
+	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
+		return batchItem{}, false
+	}
+	return batchItem{m: m, e: e}, true
+}
+
+// harvestBatch commits a group of plain harvests together. On any error the
+// record is restored and every message is redelivered later, each then
+// finding what was already committed.
+func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
+	if len(items) == 1 {
+		l.handleMsg(ctx, items[0].m)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	snapshot := l.st.clone()
+	err := l.withGitLock(func() error {
+		done, err := l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth)
+		if err != nil {
+			return err
+		}
+		var paths, names, trailers []string
+		for _, it := range items {
+			if _, ok := done[it.e.ID]; !ok {
+				paths = append(paths, plans.RelResultPath(it.e.Plan))
+				names = append(names, it.e.Plan)
+				trailers = append(trailers, fmt.Sprintf("%s: %s", TrailerEvent, it.e.ID))
+			}
+		}
+		if len(paths) > 0 {
+			l.fault("before-harvest-commit")
+			msg := fmt.Sprintf("harvest %d plans: %s\n\n%s\n", len(names), subjectLine(strings.Join(names, ", ")), strings.Join(trailers, "\n"))
+			if _, err := l.repo.Commit(ctx, msg, paths...); err != nil {
+				return err
+			}
+			l.fault("after-harvest-commit")
+			if done, err = l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth); err != nil {
+				return err
+			}
+		}
+		var ledgerTrailers []string
+		for _, it := range items {
+			sha := done[it.e.ID]
+			if sha == "" {
+				return fmt.Errorf("harvest %s: %w: its commit is not among the last %d", it.e.Plan, ErrNoHarvest, trailerDepth)
+			}
+			p := l.st.Plans[it.e.Plan]
+			p.Status, p.Result, p.DoneEvent, p.DoneTime = it.e.Status, sha, it.e.ID, it.e.Time
+			en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: sha, Time: p.DoneTime, Event: p.DoneEvent}
+			if b := l.def(p).Bet; b != nil && b.Metric != "" {
+				en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
+			}
+			got, _, err := ledger.Append(l.cfg.Root, en)
+			if err != nil {
+				return err
+			}
+			p.Ledger = got.ID
+			ledgerTrailers = append(ledgerTrailers, fmt.Sprintf("%s: %s", TrailerLedger, it.e.ID))
+		}
+		msg := fmt.Sprintf("ledger: %d entries\n\n%s\n", len(items), strings.Join(ledgerTrailers, "\n"))
+		_, err = l.repo.Commit(ctx, msg, ledger.File)
+		if errors.Is(err, git.ErrNothingToCommit) {
+			err = nil
+		}
+		l.fault("after-ledger-commit")
+		return err
+	})
+	if err != nil {
+		l.st = snapshot
+		for _, it := range items {
+			l.st.Errors[it.e.ID] = event.Clean(err.Error())
+		}
+		if serr := l.save(); serr != nil {
+			l.log.Error("save state", "err", serr)
+		}
+		l.log.Error("batch harvest not committed; its events will be redelivered", "events", len(items), "err", err)
+		for _, it := range items {
+			it.m.NakWithDelay(retryBackoff(it.m))
+		}
+		return
+	}
+	now := l.cfg.Now().UTC()
+	cbs := make([]*Callback, len(items))
+	for i, it := range items {
+		p := l.st.Plans[it.e.Plan]
+		p.State, p.Reason, p.Updated = PlanDone, "", now
+		l.free(l.st.Worker(it.e.Worker))
+		cbs[i] = newCallback(CallbackDone, it.e.ID, p.Name, p.Worker, p.Status, p.Result)
+		l.st.Handled[it.e.ID] = &Handled{Kind: string(event.Done), Plan: it.e.Plan, Time: now, Callback: cbs[i], Note: "harvested " + short(p.Result) + " (batch)"}
+		delete(l.st.Errors, it.e.ID)
+	}
+	if err := l.save(); err != nil {
+		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
+		for _, it := range items {
+			it.m.NakWithDelay(retryBackoff(it.m))
+		}
+		return
+	}
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.e.Plan
+	}
+	sort.Strings(names)
+	l.log.Info("harvested together", "plans", strings.Join(names, ","), "count", len(items))
+	for i, it := range items {
+		if err := l.publishCallback(cbs[i]); err != nil {
+			l.log.Error("callback not published; the event will be redelivered", "plan", it.e.Plan, "err", err)
+			it.m.NakWithDelay(retryBackoff(it.m))
+			continue
+		}
+		l.st.Handled[it.e.ID].Published = true
+		l.fault("before-ack")
+		if err := it.m.DoubleAck(ctx); err != nil {
+			l.log.Warn("ack", "event", it.e.ID, "err", err)
+		}
+	}
+}
+
+// independent says whether m can be handled before the harvests of the
+// plans in group without changing any outcome.
+func independent(m jetstream.Msg, group map[string]bool) bool {
+	e, err := event.Parse(m.Data())
+	if err != nil {
+		return true // refused whatever happens
+	}
+	switch e.Kind {
+	case event.Started, event.Dispatch:
+		return !group[e.Plan]
+	}
+	return false
+}
