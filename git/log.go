@@ -131,3 +131,19 @@ func (r *Repo) RecentTrailers(ctx context.Context, key string, depth int) (map[s
 	}
 	return found, nil
 }
+
+// Changed reports which of paths differ from HEAD in the work tree
+// (modified, added or untracked): one git process for all of them.
+func (r *Repo) Changed(ctx context.Context, paths ...string) (map[string]bool, error) {
+	out, err := r.git(ctx, append([]string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--"}, paths...)...)
+	if err != nil {
+		return nil, fmt.Errorf("changed: %w", err)
+	}
+	changed := map[string]bool{}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if len(rec) > 3 {
+			changed[rec[3:]] = true
+		}
+	}
+	return changed, nil
+}

@@ -46,24 +46,24 @@ func (l *Loop) handleWaiting(ctx context.Context, m jetstream.Msg) {
 		break
 	}
 	var group []batchItem
-	inGroup := map[string]bool{}
+	inGroup, groupWorkers := map[string]bool{}, map[string]bool{}
 	flush := func() {
 		if len(group) > 0 {
 			l.harvestBatch(ctx, group)
-			group, inGroup = nil, map[string]bool{}
+			group, inGroup, groupWorkers = nil, map[string]bool{}, map[string]bool{}
 			l.schedule(ctx)
 		}
 	}
 	for _, m := range msgs {
 		if it, ok := l.batchable(m); ok && !inGroup[it.e.Plan] {
 			group = append(group, it)
-			inGroup[it.e.Plan] = true
+			inGroup[it.e.Plan], groupWorkers[it.e.Worker] = true, true
 			continue
 		}
 		// An event about another plan (a started, a dispatch) may go ahead of
 		// the group's harvests; anything about a plan in the group, or about
 		// a worker as a whole, waits for the group first.
-		if !independent(m, inGroup) {
+		if !independent(m, inGroup, groupWorkers) {
 			flush()
 		}
 		l.handleMsg(ctx, m)
@@ -113,8 +113,35 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
+	// A RESULT.md that is already committed as it is (an agent that commits
+	// its own work) goes the one-event way, which knows that case.
+	paths := make([]string, len(items))
+	for i, it := range items {
+		paths[i] = plans.RelResultPath(it.e.Plan)
+	}
+	changed, err := l.repo.Changed(ctx, paths...)
+	if err != nil {
+		for _, it := range items {
+			l.handleMsg(ctx, it.m)
+		}
+		return
+	}
+	var rest []batchItem
+	for _, it := range items {
+		if changed[plans.RelResultPath(it.e.Plan)] {
+			rest = append(rest, it)
+		} else {
+			l.handleMsg(ctx, it.m)
+		}
+	}
+	if items = rest; len(items) < 2 {
+		for _, it := range items {
+			l.handleMsg(ctx, it.m)
+		}
+		return
+	}
 	snapshot := l.st.clone()
-	err := l.withGitLock(func() error {
+	err = l.withGitLock(func() error {
 		done, err := l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth)
 		if err != nil {
 			return err
@@ -166,16 +193,12 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		return err
 	})
 	if err != nil {
+		// One bad item must not hold up the others: each goes the one-event
+		// way, which commits what it can and retries the rest alone.
 		l.st = snapshot
+		l.log.Warn("batch harvest not committed; harvesting one by one", "events", len(items), "err", err)
 		for _, it := range items {
-			l.st.Errors[it.e.ID] = event.Clean(err.Error())
-		}
-		if serr := l.save(); serr != nil {
-			l.log.Error("save state", "err", serr)
-		}
-		l.log.Error("batch harvest not committed; its events will be redelivered", "events", len(items), "err", err)
-		for _, it := range items {
-			it.m.NakWithDelay(retryBackoff(it.m))
+			l.handleMsg(ctx, it.m)
 		}
 		return
 	}
@@ -190,6 +213,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		delete(l.st.Errors, it.e.ID)
 	}
 	if err := l.save(); err != nil {
+		l.st = snapshot
 		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
 		for _, it := range items {
 			it.m.NakWithDelay(retryBackoff(it.m))
@@ -202,13 +226,24 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	}
 	sort.Strings(names)
 	l.log.Info("harvested together", "plans", strings.Join(names, ","), "count", len(items))
+	published := make([]bool, len(items))
 	for i, it := range items {
 		if err := l.publishCallback(cbs[i]); err != nil {
 			l.log.Error("callback not published; the event will be redelivered", "plan", it.e.Plan, "err", err)
 			it.m.NakWithDelay(retryBackoff(it.m))
 			continue
 		}
-		l.st.Handled[it.e.ID].Published = true
+		l.st.Handled[it.e.ID].Published, published[i] = true, true
+	}
+	// Recorded before the acks: a redelivery, even past the broker's
+	// duplicate window, then publishes no callback twice.
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+	for i, it := range items {
+		if !published[i] {
+			continue
+		}
 		l.fault("before-ack")
 		if err := it.m.DoubleAck(ctx); err != nil {
 			l.log.Warn("ack", "event", it.e.ID, "err", err)
@@ -218,13 +253,15 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 
 // independent says whether m can be handled before the harvests of the
 // plans in group without changing any outcome.
-func independent(m jetstream.Msg, group map[string]bool) bool {
+func independent(m jetstream.Msg, group map[string]bool, workers map[string]bool) bool {
 	e, err := event.Parse(m.Data())
 	if err != nil {
 		return true // refused whatever happens
 	}
 	switch e.Kind {
-	case event.Started, event.Dispatch:
+	case event.Started:
+		return !group[e.Plan] && !workers[e.Worker]
+	case event.Dispatch:
 		return !group[e.Plan]
 	}
 	return false

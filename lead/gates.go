@@ -77,6 +77,9 @@ func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid i
 	cmd := exec.Command("sh", "-c", cmdline)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A background child that keeps the output pipes open must not hold the
+	// result: once sh has exited, Wait gives up on the pipes after this.
+	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -106,6 +109,9 @@ func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid i
 	switch {
 	case err == nil:
 		res.Exit = 0
+	case errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil:
+		// sh itself exited; a background child kept the output open.
+		res.Exit = cmd.ProcessState.ExitCode()
 	case errors.As(err, &ee):
 		res.Exit = ee.ExitCode()
 	default:
@@ -152,7 +158,23 @@ type gateJob struct {
 // runs them again.
 func (l *Loop) startGates(j gateJob) {
 	timeout := l.cfg.GateTimeout
+	key := fmt.Sprintf("%s/%d", j.plan, j.attempt)
+	l.groupsMu.Lock()
+	if l.gateRuns == nil {
+		l.gateRuns = map[string]bool{}
+	}
+	if l.gateRuns[key] {
+		l.groupsMu.Unlock()
+		return // already running: a second regate must not start a second run
+	}
+	l.gateRuns[key] = true
+	l.groupsMu.Unlock()
 	go func() {
+		defer func() {
+			l.groupsMu.Lock()
+			delete(l.gateRuns, key)
+			l.groupsMu.Unlock()
+		}()
 		var results []CmdResult
 		verdict := "passed"
 		for _, c := range j.cmds {
@@ -162,6 +184,9 @@ func (l *Loop) startGates(j gateJob) {
 				verdict = r.Summary()
 				break
 			}
+		}
+		if l.stopping.Load() {
+			return // killed because the lead loop stops: the next start runs them again
 		}
 		if err := writeGates(l.cfg.Root, j.plan, j.attempt, results, verdict); err != nil {
 			verdict = "gate evidence not written: " + err.Error()
@@ -244,9 +269,30 @@ const groupsFile = "gates.pgids"
 func writeGroups(orchDir string, groups map[int]bool) {
 	var b strings.Builder
 	for g := range groups {
-		fmt.Fprintf(&b, "%d\n", g)
+		// With the leader's start time, so that a later kill can tell the
+		// group from another that reuses the number.
+		fmt.Fprintf(&b, "%d %s\n", g, startTime(g))
 	}
 	os.WriteFile(filepath.Join(orchDir, groupsFile), []byte(b.String()), 0o600)
+}
+
+// startTime is a process's start time (field 22 of /proc/<pid>/stat), or ""
+// when it is gone.
+func startTime(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19] // fields after the command start at field 3
 }
 
 // killGroups kills the gate process groups recorded by this or an earlier
@@ -256,8 +302,14 @@ func killGroups(orchDir string) {
 	if err != nil {
 		return
 	}
-	for _, f := range strings.Fields(string(data)) {
-		if g, err := strconv.Atoi(f); err == nil && g > 1 {
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		g, err := strconv.Atoi(f[0])
+		// Only the very group that was recorded: same leader, same start.
+		if err == nil && g > 1 && startTime(g) == f[1] {
 			syscall.Kill(-g, syscall.SIGKILL)
 		}
 	}

@@ -107,3 +107,13 @@ func TestEligibleNeverTheAuthor(t *testing.T) {
 		t.Error("with w3 dead: w2 should be eligible and w1 never")
 	}
 }
+
+// A gate that leaves a background child holding its output open is judged
+// by its own exit, not by the child: it neither hangs nor times out.
+func TestRunCmdDoesNotWaitForBackgroundChildren(t *testing.T) {
+	start := time.Now()
+	r := runCmd(t.TempDir(), "sleep 30 & echo started", 20*time.Second)
+	if r.Failed() || r.TimedOut || time.Since(start) > 10*time.Second {
+		t.Fatalf("result %+v after %s, want exit 0 within a few seconds", r, time.Since(start))
+	}
+}

@@ -75,6 +75,11 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		}
 		if h := l.st.Handled[e.ID]; h != nil {
 			h.Published = true
+			// Recorded before the ack: a redelivery, even past the broker's
+			// duplicate window, then publishes no callback twice.
+			if err := l.save(); err != nil {
+				l.log.Error("save state", "err", err)
+			}
 		}
 	}
 	if _, had := l.st.Errors[e.ID]; had {
@@ -142,6 +147,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	l.st.Handled[e.ID] = &Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
 	if err := l.save(); err != nil {
 		l.pending = nil
+		l.st = snapshot // not recorded: the redelivery must find it undone
 		return nil, err
 	}
 	return cb, nil
@@ -436,8 +442,8 @@ func (l *Loop) def(p *Plan) *PlanDef {
 // revive takes back a plan that failed only because its worker was slow to
 // say "started": the worker is alive after all and the work counts.
 func (l *Loop) revive(p *Plan, w *Worker) bool {
-	if p.State != PlanFailed || !p.Unacked || w == nil {
-		return false
+	if p.State != PlanFailed || !p.Unacked || w == nil || (w.Plan != "" && w.Plan != p.Name) {
+		return false // the worker has moved on to another plan
 	}
 	p.State, p.Unacked, p.Reason, p.Updated = PlanRunning, false, "", l.cfg.Now().UTC()
 	w.State, w.Plan, w.Reason = WorkerBusy, p.Name, ""

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -102,9 +103,13 @@ type Loop struct {
 	wake         chan struct{}
 	nextDispatch time.Time
 	staggerArmed bool
-	// groups are the process groups of gates running now (trackGroup).
+	// groups are the process groups of gates running now (trackGroup);
+	// gateRuns the plan attempts whose gates run; stopping is set when the
+	// loop kills them on its way out.
 	groupsMu sync.Mutex
 	groups   map[int]bool
+	gateRuns map[string]bool
+	stopping atomic.Bool
 }
 
 // after runs fn once the current event is recorded (state saved): work
@@ -217,6 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// stream runs them again, unless their result turns out to be in.
 	killGroups(l.orchDir)
 	defer func() {
+		l.stopping.Store(true)
 		l.groupsMu.Lock()
 		for g := range l.groups {
 			syscall.Kill(-g, syscall.SIGKILL)

@@ -144,7 +144,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
 	if err := l.save(); err != nil {
 		l.log.Error("save state before dispatch", "err", err)
-		p.State, p.Worker = PlanQueued, ""
+		p.State, p.Worker, p.Def = PlanQueued, "", nil
 		p.Attempts--
 		w.State, w.Plan = WorkerIdle, ""
 		return

@@ -12,6 +12,7 @@ package plans
 
 import (
 	"github.com/orch-dev/orch/event"
+	"math"
 
 	"bytes"
 	"errors"
@@ -243,6 +244,14 @@ func (p *Plan) check() *fieldError {
 	if b := p.Bet; b != nil {
 		if b.Direction != "" && b.Direction != "lower" && b.Direction != "higher" {
 			return &fieldError{[]string{"bet", "direction"}, -1, fmt.Errorf("got %q, want \"lower\" or \"higher\"", b.Direction)}
+		}
+		for _, f := range []struct {
+			name string
+			v    *float64
+		}{{"baseline", b.Baseline}, {"target", b.Target}} {
+			if f.v != nil && (math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
+				return &fieldError{[]string{"bet", f.name}, -1, fmt.Errorf("got %v, want a finite number", *f.v)}
+			}
 		}
 		if b.CheckBy != "" {
 			if _, err := time.Parse(time.DateOnly, b.CheckBy); err != nil {

@@ -505,3 +505,12 @@ func FuzzNameRuleAgrees(f *testing.F) {
 		}
 	})
 }
+
+func TestParseRefusesNonFiniteBetValues(t *testing.T) {
+	for _, v := range []string{".inf", "-.inf", ".nan"} {
+		doc := "---\nbet:\n  metric: m\n  target: " + v + "\n---\nbody\n"
+		if _, err := Parse("x", []byte(doc)); !errors.Is(err, ErrFrontMatter) {
+			t.Errorf("target %s: err = %v, want ErrFrontMatter", v, err)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func newServeCmd(s streams) *cobra.Command {
 			if o.Workers < 0 || o.Workers > 64 {
 				return usagef("--workers must be between 0 and 64")
 			}
-			if o.Workers > 0 && o.Agent == "" {
+			if o.Workers > 0 && strings.TrimSpace(o.Agent) == "" {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
 			}
 			if o.Workers > 0 {
