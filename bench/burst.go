@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -208,6 +209,8 @@ type burstResult struct {
 	NotifyWall                    dist // each orch-notify, exec to exit, under the burst
 	ExitNonZero, Spooled          int
 	Harvested                     int
+	HarvestLines                  int     // "harvested" and "harvested together" log lines
+	Batches, Batched, MaxBatch    int     // batch lines (two plans or more), the plans in them, the largest
 	Throughput, SteadyThroughput  float64 // plans/s: N over all-harvested; (N-1) over first-to-last harvest
 	IntervalFirst, IntervalLast   dist    // time between consecutive harvests, first and last tenth
 	HarvestCommits, LedgerCommits int
@@ -216,7 +219,7 @@ type burstResult struct {
 	Lost, Doubled                 int
 	LostWhy, DoubledWhy           []string
 	SelfCPU, ChildCPU             time.Duration // this process (the lead loop) and its reaped children, launch to all harvested
-	FindTrailerEnd                dist          // FindTrailer for an id no commit has, on the final history
+	RecentTrailersEnd             dist          // RecentTrailers over the last 200 commits (the harvest's crash check), on the final history
 	GitFloor                      dist          // git rev-parse HEAD on the same repo: one git process
 	Commits                       int
 	StateBytes                    int64
@@ -331,16 +334,33 @@ func burst(ctx context.Context, o options, notifyBin, dir string) (burstResult, 
 				res.Spooled++
 			}
 		case r := <-fl.tap.ch:
+			if hp := harvestedPlans(r.Msg, r.Attrs); len(hp) > 0 {
+				// One line per plan, or one line for a batch: every plan in
+				// it was committed at that moment.
+				n := 0
+				for _, p := range hp {
+					if want[p] {
+						harvestAt = append(harvestAt, r.At.Sub(t0))
+						n++
+						if len(harvestAt)%200 == 0 {
+							logf("burst: %d/%d harvested", len(harvestAt), len(names))
+						}
+					}
+				}
+				if n > 0 {
+					res.HarvestLines++
+					res.MaxBatch = max(res.MaxBatch, n)
+					if n > 1 {
+						res.Batches++
+						res.Batched += n
+					}
+				}
+				continue
+			}
 			if !want[r.Attrs["plan"]] {
 				continue
 			}
-			switch {
-			case r.Msg == "harvested":
-				harvestAt = append(harvestAt, r.At.Sub(t0))
-				if len(harvestAt)%200 == 0 {
-					logf("burst: %d/%d harvested", len(harvestAt), len(names))
-				}
-			case r.Msg == "refused" || strings.HasPrefix(r.Msg, "done without") || strings.HasPrefix(r.Msg, "event not handled"):
+			if r.Msg == "refused" || strings.HasPrefix(r.Msg, "done without") || strings.HasPrefix(r.Msg, "event not handled") || strings.HasPrefix(r.Msg, "batch harvest not") {
 				logf("burst: %s %v", r.Msg, r.Attrs)
 			}
 		case <-deadline.C:
@@ -391,7 +411,11 @@ func cpuOf(r syscall.Rusage) time.Duration {
 
 // count checks every plan in the record, the git history, the ledger and
 // the callbacks: lost is a plan missing from any of them, doubled a plan
-// found more than once in any.
+// found more than once in any. It reads no commit subjects: per plan, the
+// commits touching plans/<plan>/RESULT.md, the Orch-Ledger-Event trailers
+// naming the event of its ledger entry, its "type":"entry" lines in
+// LEDGER.jsonl (on disk and as committed) and its callbacks; so single and
+// batched harvests count the same.
 func (res *burstResult) count(ctx context.Context, root string, names []string, cbPerPlan map[string]int) error {
 	st, err := lead.Status(root)
 	if err != nil {
@@ -401,47 +425,72 @@ func (res *burstResult) count(ctx context.Context, root string, names []string, 
 	for _, p := range st.Plans {
 		state[p.Name] = p.State
 	}
-	cmd := exec.CommandContext(ctx, "git", "log", "--format=%s%x00%(trailers:key="+lead.TrailerEvent+",valueonly,unfold)%x1e")
+	// Every commit, newest first: its Orch-Ledger-Event trailers, then the
+	// files it touched. A harvest commit is one touching a RESULT.md, alone
+	// ("harvest X: ok") or in a batch ("harvest N plans: ..."); a ledger
+	// commit one with Orch-Ledger-Event trailers, one per event it records.
+	cmd := exec.CommandContext(ctx, "git", "log", "--format=%x1e%(trailers:key="+lead.TrailerLedger+",valueonly,separator=%x1f)%x1d", "--name-only")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("git log: %w", err)
 	}
-	harvests, ledgers := map[string]int{}, map[string]int{}
+	resultOf := map[string]string{} // plans/<plan>/RESULT.md -> plan
+	for _, n := range names {
+		resultOf[plans.RelResultPath(n)] = n
+	}
+	harvests, ledgerTrailers := map[string]int{}, map[string]int{} // per plan; per event id
 	for _, rec := range strings.Split(string(out), "\x1e") {
-		subj, _, _ := strings.Cut(strings.TrimSpace(rec), "\x00")
-		if subj == "" {
+		trailers, files, ok := strings.Cut(rec, "\x1d")
+		if !ok {
 			continue
 		}
 		res.Commits++
-		if rest, ok := strings.CutPrefix(subj, "harvest "); ok {
-			plan, _, _ := strings.Cut(rest, ":")
-			harvests[plan]++
+		touched := false
+		for _, f := range strings.Split(files, "\n") {
+			if n, ok := resultOf[strings.TrimSpace(f)]; ok {
+				harvests[n]++
+				touched = true
+			}
+		}
+		if touched {
 			res.HarvestCommits++
-		} else if rest, ok := strings.CutPrefix(subj, "ledger #"); ok {
-			_, after, _ := strings.Cut(rest, ": ")
-			plan, _, _ := strings.Cut(after, " ")
-			ledgers[plan]++
+		}
+		if trailers = strings.TrimSpace(trailers); trailers != "" {
 			res.LedgerCommits++
+			for _, id := range strings.Split(trailers, "\x1f") {
+				ledgerTrailers[strings.TrimSpace(id)]++
+			}
 		}
 	}
-	entries := map[string]int{}
-	f, err := os.Open(filepath.Join(root, ledger.File))
+	// Ledger entries as committed (HEAD), and as on disk: a line on disk
+	// that HEAD lacks is a ledger entry never committed.
+	onDisk, err := os.ReadFile(filepath.Join(root, ledger.File))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var en struct {
-			Plan string `json:"plan"`
-			Kind string `json:"kind"`
+	entries, eventOf, err := ledgerEntries(bytes.NewReader(onDisk))
+	if err != nil {
+		return err
+	}
+	cmd = exec.CommandContext(ctx, "git", "show", "HEAD:"+ledger.File)
+	cmd.Dir = root
+	head, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("git show HEAD:%s: %w", ledger.File, err)
+	}
+	committed, _, err := ledgerEntries(bytes.NewReader(head))
+	if err != nil {
+		return err
+	}
+	ledgers := map[string]int{} // ledger-commit trailers per plan, through the event id its entries name
+	for n, ids := range eventOf {
+		for _, id := range ids {
+			ledgers[n] += ledgerTrailers[id]
 		}
-		if json.Unmarshal(sc.Bytes(), &en) == nil && en.Plan != "" && en.Kind != "settle" {
-			entries[en.Plan]++
-			res.LedgerEntries++
-		}
+	}
+	for _, n := range names {
+		res.LedgerEntries += entries[n]
 	}
 	for _, n := range names {
 		res.Callbacks += cbPerPlan[n]
@@ -453,7 +502,7 @@ func (res *burstResult) count(ctx context.Context, root string, names []string, 
 		for _, c := range []struct {
 			what string
 			n    int
-		}{{"harvest commits", harvests[n]}, {"ledger commits", ledgers[n]}, {"ledger entries", entries[n]}, {"callbacks", cbPerPlan[n]}} {
+		}{{"harvest commits", harvests[n]}, {"ledger commits", ledgers[n]}, {"ledger entries", entries[n]}, {"committed ledger entries", committed[n]}, {"callbacks", cbPerPlan[n]}} {
 			if c.n == 0 {
 				lost = append(lost, "no "+c.what)
 			} else if c.n > 1 {
@@ -472,9 +521,9 @@ func (res *burstResult) count(ctx context.Context, root string, names []string, 
 	return nil
 }
 
-// profile times, on the burst's final history, the step of each harvest
-// whose cost grows with the history (FindTrailer's git log --grep over every
-// commit) against the floor of one git process.
+// profile times, on the burst's final history, the harvest's crash check
+// (RecentTrailers: the Orch-Event trailers of the last 200 commits) against
+// the floor of one git process.
 func (res *burstResult) profile(ctx context.Context, root string) {
 	repo, err := git.Open(ctx, root)
 	if err != nil {
@@ -483,7 +532,7 @@ func (res *burstResult) profile(ctx context.Context, root string) {
 	var ft, floor []time.Duration
 	for i := 0; i < 15; i++ {
 		t := time.Now()
-		if _, err := repo.FindTrailer(ctx, lead.TrailerEvent, event.NewID()); err != nil {
+		if _, err := repo.RecentTrailers(ctx, lead.TrailerEvent, 200); err != nil {
 			return
 		}
 		ft = append(ft, time.Since(t))
@@ -493,8 +542,31 @@ func (res *burstResult) profile(ctx context.Context, root string) {
 		}
 		floor = append(floor, time.Since(t))
 	}
-	res.FindTrailerEnd, res.GitFloor = distOf(ft), distOf(floor)
+	res.RecentTrailersEnd, res.GitFloor = distOf(ft), distOf(floor)
 	if fi, err := os.Stat(filepath.Join(lead.OrchDir(root), lead.StateFile)); err == nil {
 		res.StateBytes = fi.Size()
 	}
+}
+
+// ledgerEntries counts the "type":"entry" lines of a LEDGER.jsonl per plan
+// (settlements and check records are other types), with the event ids they
+// name.
+func ledgerEntries(f io.Reader) (map[string]int, map[string][]string, error) {
+	count, events := map[string]int{}, map[string][]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var en struct {
+			Type  string `json:"type"`
+			Plan  string `json:"plan"`
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(sc.Bytes(), &en) == nil && en.Type == "entry" && en.Plan != "" {
+			count[en.Plan]++
+			if en.Event != "" {
+				events[en.Plan] = append(events[en.Plan], en.Event)
+			}
+		}
+	}
+	return count, events, sc.Err()
 }

@@ -218,16 +218,18 @@ func (s *scratchLead) prepDone(ctx context.Context) error {
 // records whether it was accepted.
 func (s *scratchLead) settleDone(ctx context.Context) error {
 	r, err := s.tap.waitFor(ctx, 15*time.Second, "harvested", func(r logRec) bool {
+		if harvestedOne(r.Msg, r.Attrs, benchPlan) {
+			return true
+		}
 		if r.Attrs["plan"] != benchPlan {
 			return false
 		}
-		return r.Msg == "harvested" || r.Msg == "refused" ||
-			strings.HasPrefix(r.Msg, "done without") || strings.HasPrefix(r.Msg, "event not handled")
+		return r.Msg == "refused" || strings.HasPrefix(r.Msg, "done without") || strings.HasPrefix(r.Msg, "event not handled")
 	})
 	if err != nil {
 		return err
 	}
-	if r.Msg == "harvested" {
+	if harvestedOne(r.Msg, r.Attrs, benchPlan) {
 		s.accepted++
 		return nil
 	}
@@ -286,4 +288,35 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// harvestedPlans is the plans a log line says were harvested: one for
+// "harvested plan=X", every name in the comma-separated plans list for a
+// batch ("harvested together plans=a,b,c count=3"), none for any other line.
+func harvestedPlans(msg string, attrs map[string]string) []string {
+	switch msg {
+	case "harvested":
+		if p := attrs["plan"]; p != "" {
+			return []string{p}
+		}
+	case "harvested together":
+		var out []string
+		for _, p := range strings.Split(attrs["plans"], ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// harvestedOne says whether a log line says plan was harvested, alone or in a batch.
+func harvestedOne(msg string, attrs map[string]string, plan string) bool {
+	for _, p := range harvestedPlans(msg, attrs) {
+		if p == plan {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/orch-dev/orch/lead"
 )
 
 // Markers of the lead loop's section of BENCHMARKS.md.
@@ -121,15 +123,16 @@ func leadReport(d leadData) string {
 		p("| figure | value |\n|---|--:|\n")
 		p("| all durably acked (every orch-notify exited 0) | %.2f s |\n", bu.AllAcked.Seconds())
 		p("| first harvest committed | %.2f s |\n", bu.FirstHarvest.Seconds())
-		p("| all harvested and committed (%d `harvested` log lines) | %.2f s |\n", bu.Harvested, bu.AllHarvested.Seconds())
+		p("| all harvested and committed (%d plans named in %d `harvested` / `harvested together` log lines) | %.2f s |\n", bu.Harvested, bu.HarvestLines, bu.AllHarvested.Seconds())
 		p("| … of which after all were acked | %.2f s |\n", (bu.AllHarvested - bu.AllAcked).Seconds())
+		p("| batches (`harvested together`): lines / plans in them / largest | %d / %d / %d |\n", bu.Batches, bu.Batched, bu.MaxBatch)
 		p("| one orch-notify under the burst, exec to exit: median / p95 / p99 / max | %s / %s / %s / %s ms |\n",
 			fmtMs(bu.NotifyWall.Med), fmtMs(bu.NotifyWall.P95), fmtMs(bu.NotifyWall.P99), fmtMs(bu.NotifyWall.Max))
 		p("| orch-notify exit ≠ 0 / exit 0 but spooled (not acked) | %d / %d |\n", bu.ExitNonZero, bu.Spooled)
 		p("| plans not `done` in `lead.Status` | %d |\n", bu.NotDone)
-		p("| harvest commits / ledger commits / LEDGER.jsonl entries / callbacks | %d / %d / %d / %d |\n",
-			bu.HarvestCommits, bu.LedgerCommits, bu.LedgerEntries, bu.Callbacks)
-		p("| **lost** (a plan not done, or without a harvest commit, ledger commit, ledger entry or callback) | **%d** |\n", bu.Lost)
+		p("| commits touching a RESULT.md / with `%s` trailers / LEDGER.jsonl entries / callbacks | %d / %d / %d / %d |\n",
+			lead.TrailerLedger, bu.HarvestCommits, bu.LedgerCommits, bu.LedgerEntries, bu.Callbacks)
+		p("| **lost** (a plan not done, or with no commit touching its RESULT.md, no `%s` trailer for its event, no ledger entry on disk or in HEAD, or no callback) | **%d** |\n", lead.TrailerLedger, bu.Lost)
 		p("| **doubled** (a plan with two or more of any of them) | **%d** |\n\n", bu.Doubled)
 		for _, w := range first(bu.LostWhy, 5) {
 			p("- lost: %s\n", w)
@@ -153,12 +156,12 @@ func leadReport(d leadData) string {
 		p("| figure | value |\n|---|--:|\n")
 		p("| plans harvested and committed per second, launch to last harvest | %.1f /s |\n", bu.Throughput)
 		p("| same, first to last harvest (steady state) | %.1f /s |\n", bu.SteadyThroughput)
-		p("| time between consecutive harvests, first tenth: median / p99 | %s / %s ms |\n", fmtMs(bu.IntervalFirst.Med), fmtMs(bu.IntervalFirst.P99))
+		p("| time between consecutive harvests (0 within a batch), first tenth: median / p99 | %s / %s ms |\n", fmtMs(bu.IntervalFirst.Med), fmtMs(bu.IntervalFirst.P99))
 		p("| same, last tenth | %s / %s ms |\n", fmtMs(bu.IntervalLast.Med), fmtMs(bu.IntervalLast.P99))
 		p("| CPU of the bench process (lead loop, broker, launcher) / of its reaped children (git, orch-notify, tmux), launch to last harvest | %.1f s / %.1f s |\n",
 			bu.SelfCPU.Seconds(), bu.ChildCPU.Seconds())
 		p("| commits in the repo afterwards | %d |\n", bu.Commits)
-		p("| `git.FindTrailer` (`git log --grep` over all of them) for an id no commit has, median / p95 | %s / %s ms |\n", fmtMs(bu.FindTrailerEnd.Med), fmtMs(bu.FindTrailerEnd.P95))
+		p("| `git.RecentTrailers` (`Orch-Event` trailers of the last 200 commits, the harvest's crash check), median / p95 | %s / %s ms |\n", fmtMs(bu.RecentTrailersEnd.Med), fmtMs(bu.RecentTrailersEnd.P95))
 		p("| one git process (`git rev-parse --verify -q HEAD`), median | %s ms |\n", fmtMs(bu.GitFloor.Med))
 		p("| `.orch/state.json` afterwards (rewritten several times per event) | %d KiB |\n\n", bu.StateBytes/1024)
 	}

@@ -204,12 +204,13 @@ func reaction(ctx context.Context, o options, notifyBin, dir string) (reactionRe
 			}
 		}
 		harv, err := sl.tap.waitFor(ctx, 15*time.Second, "harvested", func(l logRec) bool {
-			return l.Attrs["plan"] == benchPlan && (l.Msg == "harvested" || l.Msg == "refused" || strings.HasPrefix(l.Msg, "event not handled"))
+			return harvestedOne(l.Msg, l.Attrs, benchPlan) ||
+				l.Attrs["plan"] == benchPlan && (l.Msg == "refused" || strings.HasPrefix(l.Msg, "event not handled"))
 		})
 		if err != nil {
 			return res, fmt.Errorf("reaction round %d: %w", r+1, err)
 		}
-		if harv.Msg != "harvested" {
+		if !harvestedOne(harv.Msg, harv.Attrs, benchPlan) {
 			return res, fmt.Errorf("reaction round %d: the lead loop said %q %v", r+1, harv.Msg, harv.Attrs)
 		}
 		cbAt, err := nextTime(ctx, cbs, "callback")

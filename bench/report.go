@@ -65,8 +65,9 @@ func machineInfo(ctx context.Context, root string) machine {
 		if dirty != "" {
 			var files []string
 			for _, l := range strings.Split(dirty, "\n") {
-				if len(l) > 3 {
-					files = append(files, l[3:])
+				// "XY path"; out trims the first line's leading space.
+				if l = strings.TrimSpace(l); len(l) > 2 {
+					files = append(files, strings.TrimSpace(l[2:]))
 				}
 			}
 			more := ""

@@ -247,13 +247,16 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 					}
 					done <- err
 				}(l.Attrs["plan"], l.Attrs["worker"])
-			case l.Msg == "harvested":
-				res.Harvested++
-				if err := dispatch(); err != nil {
-					return res, err
-				}
-				if res.Harvested%250 == 0 {
-					logf("memory: %d/%d harvested", res.Harvested, len(names))
+			case len(harvestedPlans(l.Msg, l.Attrs)) > 0:
+				// One line per plan, or one line for a batch of them.
+				for range harvestedPlans(l.Msg, l.Attrs) {
+					res.Harvested++
+					if err := dispatch(); err != nil {
+						return res, err
+					}
+					if res.Harvested%250 == 0 {
+						logf("memory: %d/%d harvested", res.Harvested, len(names))
+					}
 				}
 			case l.Msg == "refused" || strings.HasPrefix(l.Msg, "done without") || strings.HasPrefix(l.Msg, "dispatch failed"):
 				res.Refused++

@@ -55,7 +55,7 @@ func printStatus(s streams, v lead.StatusView) {
 	tw.Flush()
 	fmt.Fprintln(s.Out)
 	tw = tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLAN\tSTATE\tWORKER\tDEPENDS ON\tNOTE")
+	fmt.Fprintln(tw, "PLAN\tSTATE\tWORKER\tVERIFIER\tDEPENDS ON\tNOTE")
 	for _, p := range v.Plans {
 		note := p.Waiting
 		switch {
@@ -64,7 +64,7 @@ func printStatus(s streams, v lead.StatusView) {
 		case p.State == lead.PlanDone:
 			note = p.Status
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.State, dash(p.Worker), dash(strings.Join(p.DependsOn, ",")), clip(note, 70))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.State, dash(p.Worker), dash(p.Verifier), dash(strings.Join(p.DependsOn, ",")), clip(note, 70))
 	}
 	tw.Flush()
 	for _, r := range v.Rejected {
