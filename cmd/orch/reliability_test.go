@@ -29,6 +29,8 @@ func TestReliability(t *testing.T) {
 	p.Cmds["noseeds"] = cmdNoSeeds
 	p.Cmds["waitstatus"] = cmdWaitStatus
 	p.Cmds["waitfilecount"] = cmdWaitFileCount
+	p.Cmds["waitlines"] = cmdWaitLines
+	p.Cmds["deadpid"] = cmdDeadPID
 	testscript.Run(t, p)
 }
 
@@ -126,4 +128,30 @@ func cmdWaitFileCount(ts *testscript.TestScript, neg bool, args []string) {
 		ents, _ := os.ReadDir(dir)
 		return len(ents) == n
 	}, "%s to hold %d files", args[0], n)
+}
+
+// waitlines <file> <n>: wait until file has at least n lines.
+func cmdWaitLines(ts *testscript.TestScript, neg bool, args []string) {
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	path := ts.MkAbs(args[0])
+	eventually.True(ts, 20*time.Second, func() bool {
+		data, _ := os.ReadFile(path)
+		return strings.Count(string(data), "\n") >= n
+	}, "%s to have %d lines", args[0], n)
+}
+
+// deadpid <file> <line>: the pid on that line (1-based) of file is gone.
+func cmdDeadPID(ts *testscript.TestScript, neg bool, args []string) {
+	k, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	lines := strings.Split(strings.TrimSpace(ts.ReadFile(args[0])), "\n")
+	if k < 1 || k > len(lines) {
+		ts.Fatalf("%s has no line %d", args[0], k)
+	}
+	pid := strings.TrimSpace(lines[k-1])
+	eventually.True(ts, 5*time.Second, func() bool {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}, "gate process %s to be gone", pid)
 }
