@@ -166,23 +166,26 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 			}
 		}
 		var ledgerTrailers []string
-		for _, it := range items {
+		entries := make([]ledger.Entry, len(items))
+		for i, it := range items {
 			sha := done[it.e.ID]
 			if sha == "" {
 				return fmt.Errorf("harvest %s: %w: its commit is not among the last %d", it.e.Plan, ErrNoHarvest, trailerDepth)
 			}
 			p := l.st.Plans[it.e.Plan]
 			p.Status, p.Result, p.DoneEvent, p.DoneTime = it.e.Status, sha, it.e.ID, it.e.Time
-			en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: sha, Time: p.DoneTime, Event: p.DoneEvent}
+			entries[i] = ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: sha, Time: p.DoneTime, Event: p.DoneEvent}
 			if b := l.def(p).Bet; b != nil && b.Metric != "" {
-				en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
+				entries[i].Metric, entries[i].Baseline, entries[i].Target, entries[i].Direction, entries[i].CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
 			}
-			got, _, err := ledger.Append(l.cfg.Root, en)
-			if err != nil {
-				return err
-			}
-			p.Ledger = got.ID
 			ledgerTrailers = append(ledgerTrailers, fmt.Sprintf("%s: %s", TrailerLedger, it.e.ID))
+		}
+		got, err := ledger.AppendAll(l.cfg.Root, entries)
+		if err != nil {
+			return err
+		}
+		for i, it := range items {
+			l.st.Plans[it.e.Plan].Ledger = got[i].ID
 		}
 		msg := fmt.Sprintf("ledger: %d entries\n\n%s\n", len(items), strings.Join(ledgerTrailers, "\n"))
 		_, err = l.repo.Commit(ctx, msg, ledger.File)
@@ -212,6 +215,24 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		l.st.Handled[it.e.ID] = &Handled{Kind: string(event.Done), Plan: it.e.Plan, Time: now, Callback: cbs[i], Note: "harvested " + short(p.Result) + " (batch)"}
 		delete(l.st.Errors, it.e.ID)
 	}
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.e.Plan
+	}
+	sort.Strings(names)
+	l.log.Info("harvested together", "plans", strings.Join(names, ","), "count", len(items))
+	// Callbacks first, then one save, then the acks. A crash before the
+	// save redoes the harvest on redelivery (each step finds its own work)
+	// and re-publishes the callbacks under the same ids, which the broker
+	// drops as copies.
+	published := make([]bool, len(items))
+	for i, it := range items {
+		if err := l.publishCallback(cbs[i]); err != nil {
+			l.log.Error("callback not published; the event will be redelivered", "plan", it.e.Plan, "err", err)
+			continue
+		}
+		l.st.Handled[it.e.ID].Published, published[i] = true, true
+	}
 	if err := l.save(); err != nil {
 		l.st = snapshot
 		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
@@ -220,34 +241,20 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		}
 		return
 	}
-	names := make([]string, len(items))
 	for i, it := range items {
-		names[i] = it.e.Plan
-	}
-	sort.Strings(names)
-	l.log.Info("harvested together", "plans", strings.Join(names, ","), "count", len(items))
-	published := make([]bool, len(items))
-	for i, it := range items {
-		if err := l.publishCallback(cbs[i]); err != nil {
-			l.log.Error("callback not published; the event will be redelivered", "plan", it.e.Plan, "err", err)
+		if !published[i] {
 			it.m.NakWithDelay(retryBackoff(it.m))
 			continue
 		}
-		l.st.Handled[it.e.ID].Published, published[i] = true, true
-	}
-	// Recorded before the acks: a redelivery, even past the broker's
-	// duplicate window, then publishes no callback twice.
-	if err := l.save(); err != nil {
-		l.log.Error("save state", "err", err)
-	}
-	for i, it := range items {
-		if !published[i] {
-			continue
-		}
 		l.fault("before-ack")
-		if err := it.m.DoubleAck(ctx); err != nil {
+		// Acked without waiting for each confirmation: an ack lost in a
+		// crash means a redelivery, which the record makes a no-op.
+		if err := it.m.Ack(); err != nil {
 			l.log.Warn("ack", "event", it.e.ID, "err", err)
 		}
+	}
+	if err := l.nc.Flush(); err != nil {
+		l.log.Warn("flush acks", "err", err)
 	}
 }
 

@@ -175,6 +175,54 @@ func parse(data []byte) ([]Entry, error) {
 	return entries, nil
 }
 
+// AppendAll appends several entries with one read, one write and one fsync
+// (a batch of harvests). It is Append for each, in order: an entry whose
+// event is already in the ledger is returned as it is.
+func AppendAll(root string, es []Entry) ([]Entry, error) {
+	for i := range es {
+		if err := validate(&es[i]); err != nil {
+			return nil, fmt.Errorf("append %s: %w", es[i].Plan, err)
+		}
+	}
+	data, err := readLedger(root)
+	if err != nil {
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	entries, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("append: %w", err)
+	}
+	byEvent := map[string]Entry{}
+	maxID := 0
+	for _, old := range entries {
+		if old.Event != "" {
+			byEvent[old.Event] = old
+		}
+		maxID = max(maxID, old.ID)
+	}
+	out := make([]Entry, len(es))
+	var recs []any
+	for i, e := range es {
+		if old, ok := byEvent[e.Event]; ok && e.Event != "" {
+			out[i] = old
+			continue
+		}
+		maxID++
+		e.ID = maxID
+		out[i] = e
+		if e.Event != "" {
+			byEvent[e.Event] = e
+		}
+		recs = append(recs, entryRecord{Type: "entry", Entry: e})
+	}
+	if len(recs) > 0 {
+		if err := appendLines(root, data, recs); err != nil {
+			return nil, fmt.Errorf("append: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // Append adds e to the ledger under root with the next free id and returns
 // it as recorded, with added true. If e has an Event and an entry with the
 // same Event is already there, nothing is written and that entry is returned
@@ -324,14 +372,22 @@ func readLedger(root string) ([]byte, error) {
 // data is the ledger as last read: if a hand edit left it without a final
 // newline, one is written first so records never share a line.
 func appendLine(root string, data []byte, rec any) error {
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
+	return appendLines(root, data, []any{rec})
+}
+
+// appendLines appends records, one line each, with one write and one fsync.
+func appendLines(root string, data []byte, recs []any) error {
+	var line []byte
 	if len(data) > 0 && data[len(data)-1] != '\n' {
-		line = append([]byte("\n"), line...)
+		line = append(line, '\n')
 	}
-	line = append(line, '\n')
+	for _, rec := range recs {
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		line = append(append(line, b...), '\n')
+	}
 	path := filepath.Join(root, File)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {

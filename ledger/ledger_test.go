@@ -299,3 +299,26 @@ func TestAppendAfterMissingNewline(t *testing.T) {
 		t.Errorf("entries = %+v", entries)
 	}
 }
+
+func TestAppendAllIsAppendForEach(t *testing.T) {
+	root := t.TempDir()
+	first, _, err := Append(root, Entry{Plan: "a", Worker: "w1", Status: "s", Commit: "c", Time: time.Now(), Event: "ev-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AppendAll(root, []Entry{
+		{Plan: "a", Worker: "w1", Status: "again", Commit: "c", Time: time.Now(), Event: "ev-a"},
+		{Plan: "b", Worker: "w2", Status: "s", Commit: "c", Time: time.Now(), Event: "ev-b"},
+		{Plan: "c", Worker: "w3", Status: "s", Commit: "c", Time: time.Now(), Event: "ev-c"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].ID != first.ID || got[0].Status != first.Status || got[1].ID != 2 || got[2].ID != 3 {
+		t.Errorf("AppendAll = %+v", got)
+	}
+	all, err := Load(root)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("Load = %d entries, %v; want 3", len(all), err)
+	}
+}
