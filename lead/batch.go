@@ -221,10 +221,18 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	}
 	sort.Strings(names)
 	l.log.Info("harvested together", "plans", strings.Join(names, ","), "count", len(items))
-	// Callbacks first, then one save, then the acks. A crash before the
-	// save redoes the harvest on redelivery (each step finds its own work)
-	// and re-publishes the callbacks under the same ids, which the broker
-	// drops as copies.
+	// Recorded first, then the callbacks, then recorded as published, then
+	// the acks: a failed save rolls back nothing the lead has already seen,
+	// and a redelivery, even past the broker's duplicate window, publishes
+	// no callback twice.
+	if err := l.save(); err != nil {
+		l.st = snapshot
+		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
+		for _, it := range items {
+			it.m.NakWithDelay(retryBackoff(it.m))
+		}
+		return
+	}
 	published := make([]bool, len(items))
 	for i, it := range items {
 		if err := l.publishCallback(cbs[i]); err != nil {
@@ -233,13 +241,9 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		}
 		l.st.Handled[it.e.ID].Published, published[i] = true, true
 	}
+	l.fault("batch-before-published-save")
 	if err := l.save(); err != nil {
-		l.st = snapshot
-		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
-		for _, it := range items {
-			it.m.NakWithDelay(retryBackoff(it.m))
-		}
-		return
+		l.log.Error("save state", "err", err)
 	}
 	for i, it := range items {
 		if !published[i] {

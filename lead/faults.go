@@ -17,7 +17,8 @@ import (
 
 // FaultEnv names the fault-injection point at which orch serve kills itself
 // with SIGKILL, for the reliability tests: before-harvest-commit,
-// after-harvest-commit, after-ledger-commit, before-ack. Unset in normal use.
+// after-harvest-commit, after-ledger-commit, before-ack, and for batched
+// harvests batch-before-published-save. Unset in normal use.
 const FaultEnv = "ORCH_FAULT"
 
 // fault kills the process at the named point if ORCH_FAULT asks for it.

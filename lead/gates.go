@@ -273,7 +273,12 @@ func writeGroups(orchDir string, groups map[int]bool) {
 		// group from another that reuses the number.
 		fmt.Fprintf(&b, "%d %s\n", g, startTime(g))
 	}
-	os.WriteFile(filepath.Join(orchDir, groupsFile), []byte(b.String()), 0o600)
+	// Written whole or not at all: a crash mid-write must not lose the
+	// groups already recorded.
+	tmp := filepath.Join(orchDir, groupsFile+".tmp")
+	if os.WriteFile(tmp, []byte(b.String()), 0o600) == nil {
+		os.Rename(tmp, filepath.Join(orchDir, groupsFile))
+	}
 }
 
 // startTime is a process's start time (field 22 of /proc/<pid>/stat), or ""

@@ -322,3 +322,27 @@ func TestAppendAllIsAppendForEach(t *testing.T) {
 		t.Fatalf("Load = %d entries, %v; want 3", len(all), err)
 	}
 }
+
+func TestAppendAllSameEventTwiceAndMissingNewline(t *testing.T) {
+	root := t.TempDir()
+	// A hand edit left the file without its final newline.
+	if err := os.WriteFile(filepath.Join(root, File), []byte(`{"type":"entry","id":1,"plan":"a","worker":"w1","status":"s","commit":"c","time":"2026-01-01T00:00:00Z","event":"ev-a"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Plan: "b", Worker: "w2", Status: "s", Commit: "c", Time: time.Now(), Event: "ev-b"}
+	got, err := AppendAll(root, []Entry{e, e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].ID != 2 || got[1].ID != 2 {
+		t.Errorf("ids %d and %d, want 2 and 2", got[0].ID, got[1].ID)
+	}
+	data, _ := os.ReadFile(filepath.Join(root, File))
+	if n := strings.Count(string(data), "\n"); n != 2 {
+		t.Errorf("%d lines, want 2:\n%s", n, data)
+	}
+	all, err := Load(root)
+	if err != nil || len(all) != 2 {
+		t.Errorf("Load = %d entries, %v; want 2", len(all), err)
+	}
+}

@@ -106,12 +106,13 @@ func cmdNoSeeds(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// waitstatus <regexp>: wait until orch status (text) matches.
+// waitstatus <regexp>: wait until orch status (text) matches. The bound is
+// long: a retried harvest backs off up to a minute between attempts.
 func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 	re, err := regexp.Compile(args[0])
 	ts.Check(err)
 	dir := ts.MkAbs(".")
-	eventually.True(ts, 20*time.Second, func() bool {
+	eventually.True(ts, 90*time.Second, func() bool {
 		cmd := exec.Command("orch", "status")
 		cmd.Dir = dir
 		out, _ := cmd.CombinedOutput()
