@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/orch-dev/orch/lead"
@@ -97,7 +96,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	loopErr := make(chan error, 1)
 	go func() {
 		loopErr <- lead.Run(loopCtx, lead.Config{
-			Root: o.Dir, Workers: o.Workers, Agent: shellQuote(o.OrchBin) + " agent",
+			Root: o.Dir, Workers: o.Workers, Agent: lead.ShellQuote(o.OrchBin) + " agent",
 			TmuxSocket: socket, BinDir: o.BinDir,
 			Logger: slog.New(lead.NewLineHandler(o.Out, slog.LevelInfo)),
 			Ready:  func(url string) { ready <- url },
@@ -156,8 +155,4 @@ func printSummary(w io.Writer, v lead.StatusView, dir string) {
 		fmt.Fprintf(w, "  #%d %-12s %-3s %.10s  %s\n", e.ID, e.Plan, e.Worker, e.Commit, e.Status)
 	}
 	fmt.Fprintf(w, "\nsee the harvest and ledger commits: git -C %s log --oneline\n", dir)
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

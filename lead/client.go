@@ -206,16 +206,21 @@ func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error
 	if err := plans.CheckGraph(all); err != nil {
 		return res, fmt.Errorf("dispatch %s: %w", name, err)
 	}
+	return sendCommand(root, event.New(event.Dispatch, name, "", to, ""))
+}
+
+// sendCommand hands a lead command to the lead loop through the stream, or
+// spools it when orch serve is not running: it takes effect when it starts.
+func sendCommand(root string, e event.Event) (DispatchResult, error) {
+	res := DispatchResult{Plan: e.Plan, Event: e.ID}
 	od := OrchDir(root)
 	cfg, err := notify.LeadConfig(od)
 	if err != nil || !Serving(root) {
 		cfg = notify.Config{SpoolDir: filepath.Join(od, notify.SpoolDir)}
 	}
-	e := event.New(event.Dispatch, name, "", to, "")
-	res.Event = e.ID
 	kept, err := notify.Send(cfg, e)
 	if err != nil {
-		return res, fmt.Errorf("dispatch %s: %w", name, err)
+		return res, fmt.Errorf("%s %s: %w", e.Kind, e.Plan, err)
 	}
 	res.Spooled = kept.Spooled != ""
 	return res, nil
@@ -234,19 +239,7 @@ func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult,
 	if _, err := plans.Load(root, name); err != nil {
 		return res, fmt.Errorf("verify %s: %w", name, err)
 	}
-	od := OrchDir(root)
-	cfg, err := notify.LeadConfig(od)
-	if err != nil || !Serving(root) {
-		cfg = notify.Config{SpoolDir: filepath.Join(od, notify.SpoolDir)}
-	}
-	e := event.New(event.Verify, name, fmt.Sprint(rounds), "", "")
-	res.Event = e.ID
-	kept, err := notify.Send(cfg, e)
-	if err != nil {
-		return res, fmt.Errorf("verify %s: %w", name, err)
-	}
-	res.Spooled = kept.Spooled != ""
-	return res, nil
+	return sendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""))
 }
 
 // Report is one plan's verification matrix, for orch report.

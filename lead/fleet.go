@@ -149,7 +149,7 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 	if l.cfg.BinDir != "" {
 		// The pane's shell may be a login shell that resets PATH from the
 		// user's profile; set it again right before the agent starts.
-		command = "export PATH=" + shellQuote(l.cfg.BinDir) + ":\"$PATH\"; exec " + command
+		command = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; exec " + command
 	}
 	var pane string
 	if split {
@@ -231,7 +231,7 @@ func hostname() string {
 	return h
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
