@@ -12,7 +12,6 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/plans"
-	"github.com/orch-dev/orch/tmux"
 )
 
 // FaultEnv names the fault-injection point at which orch serve kills itself
@@ -230,12 +229,5 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 // checkPane proves that w's pane is w's: a live pane whose @orch_worker
 // option names it.
 func (l *Loop) checkPane(ctx context.Context, w *Worker) error {
-	owner, dead, err := l.tmux.PaneWorker(ctx, w.Pane)
-	if err != nil {
-		return err
-	}
-	if owner != w.ID || dead {
-		return fmt.Errorf("%w: pane %s belongs to %q (dead: %v), not %s", tmux.ErrNoPane, w.Pane, owner, dead, w.ID)
-	}
-	return nil
+	return l.tmux.ProvePane(ctx, w.Pane, w.ID, false)
 }

@@ -149,10 +149,9 @@ func ReadPane(ctx context.Context, root, socket, id string, lines int) (string, 
 		return "", err
 	}
 	tc := tmux.New(socket)
-	if owner, _, err := tc.PaneWorker(ctx, p); err != nil {
+	// A dead pane is still the worker's: its last screen is the evidence.
+	if err := tc.ProvePane(ctx, p, id, true); err != nil {
 		return "", fmt.Errorf("read %s: %w", id, err)
-	} else if owner != id {
-		return "", fmt.Errorf("read %s: %w: pane %s belongs to %q", id, tmux.ErrNoPane, p, owner)
 	}
 	return tc.Capture(ctx, p, lines)
 }
@@ -165,12 +164,8 @@ func SendPane(ctx context.Context, root, socket, id, text string) error {
 	}
 	tc := tmux.New(socket)
 	// Type only into a pane that proves to be this worker's.
-	owner, dead, err := tc.PaneWorker(ctx, p)
-	if err != nil {
-		return fmt.Errorf("send to %s: %w", id, err)
-	}
-	if owner != id || dead {
-		return fmt.Errorf("send to %s: %w: pane %s belongs to %q (dead: %v); nothing typed", id, tmux.ErrNoPane, p, owner, dead)
+	if err := tc.ProvePane(ctx, p, id, false); err != nil {
+		return fmt.Errorf("send to %s: %w; nothing typed", id, err)
 	}
 	return tc.SendLine(ctx, p, text)
 }

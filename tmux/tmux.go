@@ -235,6 +235,20 @@ func (c *Client) PanePID(ctx context.Context, pane string) (int, error) {
 	return pid, nil
 }
 
+// ProvePane checks that pane is worker's: it exists and its WorkerOption
+// names worker (pane ids are reused after a tmux restart), and, unless
+// allowDead, its program still runs. Anything else is ErrNoPane.
+func (c *Client) ProvePane(ctx context.Context, pane, worker string, allowDead bool) error {
+	owner, dead, err := c.PaneWorker(ctx, pane)
+	if err != nil {
+		return err
+	}
+	if owner != worker || (dead && !allowDead) {
+		return fmt.Errorf("%w: pane %s belongs to %q (dead: %v), not %s", ErrNoPane, pane, owner, dead, worker)
+	}
+	return nil
+}
+
 // KillPane removes a pane; a pane that is already gone is not an error.
 func (c *Client) KillPane(ctx context.Context, pane string) error {
 	if !ValidPaneID(pane) {
