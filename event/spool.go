@@ -3,6 +3,7 @@ package event
 import (
 	"errors"
 	"fmt"
+	"github.com/orch-dev/orch/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,30 +28,9 @@ func WriteSpool(dir string, e Event) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("spool %s: %w", e.ID, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("spool %s: %w", e.ID, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	data := append(e.Marshal(), '\n')
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("spool %s: %w", e.ID, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("spool %s: %w", e.ID, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("spool %s: %w", e.ID, err)
-	}
 	path := filepath.Join(dir, SpoolFile(e))
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, append(e.Marshal(), '\n'), 0o600); err != nil {
 		return "", fmt.Errorf("spool %s: %w", e.ID, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // make the rename durable; best effort on file systems without directory sync
-		d.Close()
 	}
 	return path, nil
 }

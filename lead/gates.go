@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
@@ -221,12 +222,7 @@ func writeGates(root, plan string, attempt int, results []CmdResult, verdict str
 			}
 		}
 	}
-	path := filepath.Join(root, plans.Dir, plan, GatesFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(filepath.Join(root, plans.Dir, plan, GatesFile), []byte(b.String()), 0o644)
 }
 
 // measure runs a bet's metric command and reads the one number it prints
@@ -275,10 +271,7 @@ func writeGroups(orchDir string, groups map[int]bool) {
 	}
 	// Written whole or not at all: a crash mid-write must not lose the
 	// groups already recorded.
-	tmp := filepath.Join(orchDir, groupsFile+".tmp")
-	if os.WriteFile(tmp, []byte(b.String()), 0o600) == nil {
-		os.Rename(tmp, filepath.Join(orchDir, groupsFile))
-	}
+	atomicfile.Write(filepath.Join(orchDir, groupsFile), []byte(b.String()), 0o600)
 }
 
 // startTime is a process's start time (field 22 of /proc/<pid>/stat), or ""

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -196,23 +197,7 @@ func (st *State) Save(orchDir string) error {
 	if err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
-	tmp, err := os.CreateTemp(orchDir, ".state-*")
-	if err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(orchDir, StateFile)); err != nil {
+	if err := atomicfile.Write(filepath.Join(orchDir, StateFile), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil

@@ -25,6 +25,6 @@ func True(t T, timeout time.Duration, cond func() bool, msg string, args ...any)
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %s: "+msg, append([]any{timeout}, args...)...)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // tests only: the one shared way tests wait
 	}
 }
