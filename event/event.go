@@ -33,6 +33,12 @@ const (
 	Gated    Kind = "gated"    // lead record: Plan's acceptance gates finished; Status: "passed" or why not
 	Verify   Kind = "verify"   // lead command: verify Plan; Status: rounds ("1" or "3")
 	Regate   Kind = "regate"   // lead record: run Plan's gates again (they were running when the lead stopped)
+	// Sent by an agent's hooks through orch-notify hook (see package agent).
+	NeedsInput Kind = "needs-input" // the agent waits for a person: a permission or input prompt; Status: its message
+	Idle       Kind = "idle"        // the agent's turn ended; the lead decides whether the plan was left unfinished
+	Failed     Kind = "failed"      // the agent stopped on an error (API error, crash); Status: the reason
+	// Lead records.
+	Integrated Kind = "integrated" // lead record: orch integrate's outcome for Plan; Status: "integrated <sha>", "conflict: <files>" or "failed: <why>"
 )
 
 // WorkerKinds are the kinds orch-notify accepts on its command line.
@@ -80,7 +86,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate {
+	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -116,9 +122,9 @@ func (e Event) Check() error {
 		return fmt.Errorf("%w: id %q is not 8-64 characters of [0-9a-z]", ErrMalformed, e.ID)
 	case !knownKind(e.Kind):
 		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
-	case e.Plan == "" && e.Kind != Died:
+	case e.Plan == "" && !PlanOptional(e.Kind):
 		return fmt.Errorf("%w: no plan", ErrMalformed)
-	case (e.Kind == Died || e.Kind == Lost) && e.Worker == "":
+	case (PlanOptional(e.Kind) || e.Kind == Lost) && e.Worker == "":
 		return fmt.Errorf("%w: %s without a worker id", ErrMalformed, e.Kind)
 	case e.Time.IsZero():
 		return fmt.Errorf("%w: no time", ErrMalformed)
@@ -132,10 +138,17 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Integrated:
 		return true
 	}
 	return false
+}
+
+// PlanOptional says whether an event of kind k may leave Plan empty: the
+// lead loop then means the plan its worker holds. A pane's death and an
+// agent's hooks know the worker, not always the plan.
+func PlanOptional(k Kind) bool {
+	return k == Died || k == NeedsInput || k == Idle || k == Failed
 }
 
 func validID(id string) bool {

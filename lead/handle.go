@@ -30,7 +30,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	e, err := event.Parse(m.Data())
-	if err == nil && (e.Plan != "" || e.Kind != event.Died) {
+	if err == nil && (e.Plan != "" || !event.PlanOptional(e.Kind)) {
 		err = plans.ValidateName(e.Plan)
 	}
 	if err != nil {

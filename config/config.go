@@ -1,0 +1,133 @@
+// Package config reads orch.yaml, the repo's optional, committed settings
+// for the fleet: how workers are isolated, the setup command a worktree gets,
+// how orch integrate brings branches in, and agent profiles that add to or
+// override the built-in ones. A missing file means the defaults.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is the config file's name at the repo root.
+const File = "orch.yaml"
+
+// Isolation modes.
+const (
+	Worktree = "worktree" // default: each worker edits its own git worktree, one branch per plan
+	Shared   = "shared"   // every worker edits the repo's own checkout, on its branch
+)
+
+// Integration strategies.
+const (
+	Merge  = "merge"  // default: a merge commit per plan; plan branches are never rewritten
+	Rebase = "rebase" // the plan's commits replayed onto the base; the plan branch itself is kept as it was
+)
+
+// DefaultSetupTimeout bounds the setup command when the file gives none.
+const DefaultSetupTimeout = 5 * time.Minute
+
+// Profile is how to run one agent. Commands are shell command lines. In
+// Headless, {prompt} stands for the dispatch line, shell-quoted. Hooks
+// names the hook style orch installs for it: "claude", "codex" or "" (none).
+type Profile struct {
+	Interactive string `yaml:"interactive,omitempty" json:"interactive,omitempty"`
+	Headless    string `yaml:"headless,omitempty" json:"headless,omitempty"`
+	Version     string `yaml:"version,omitempty" json:"version,omitempty"`
+	Hooks       string `yaml:"hooks,omitempty" json:"hooks,omitempty"`
+}
+
+// Config is orch.yaml.
+type Config struct {
+	Isolation    string             `yaml:"isolation,omitempty" json:"isolation"`
+	Setup        string             `yaml:"setup,omitempty" json:"setup,omitempty"`
+	SetupTimeout Duration           `yaml:"setup_timeout,omitempty" json:"setup_timeout,omitempty"`
+	Integrate    string             `yaml:"integrate,omitempty" json:"integrate"`
+	Agents       map[string]Profile `yaml:"agents,omitempty" json:"agents,omitempty"`
+}
+
+// Duration is a time.Duration written as "90s" or "5m".
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("line %d: %q is not a positive duration like 90s or 5m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ErrInvalid marks an orch.yaml that cannot be used.
+var ErrInvalid = errors.New("invalid " + File)
+
+var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Default is the configuration without a file.
+func Default() *Config {
+	return &Config{Isolation: Worktree, Integrate: Merge, SetupTimeout: Duration(DefaultSetupTimeout)}
+}
+
+// Load reads root/orch.yaml; a missing file gives Default. Unknown keys
+// are errors (a typo must not silently fall back to a default).
+func Load(root string) (*Config, error) {
+	data, err := os.ReadFile(filepath.Join(root, File))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Default(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return Parse(data)
+}
+
+// Parse reads the bytes of an orch.yaml.
+func Parse(data []byte) (*Config, error) {
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %v (fix %s at the repo root)", ErrInvalid, err, File)
+	}
+	if c.Isolation == "" {
+		c.Isolation = Worktree
+	}
+	if c.Integrate == "" {
+		c.Integrate = Merge
+	}
+	if c.SetupTimeout == 0 {
+		c.SetupTimeout = Duration(DefaultSetupTimeout)
+	}
+	if c.Isolation != Worktree && c.Isolation != Shared {
+		return nil, fmt.Errorf("%w: isolation %q: want %s or %s", ErrInvalid, c.Isolation, Worktree, Shared)
+	}
+	if c.Integrate != Merge && c.Integrate != Rebase {
+		return nil, fmt.Errorf("%w: integrate %q: want %s or %s", ErrInvalid, c.Integrate, Merge, Rebase)
+	}
+	names := make([]string, 0, len(c.Agents))
+	for n := range c.Agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := c.Agents[n]
+		if !profileName.MatchString(n) {
+			return nil, fmt.Errorf("%w: agent profile name %q: use lower-case letters, digits, - and _", ErrInvalid, n)
+		}
+		if p.Hooks != "" && p.Hooks != "claude" && p.Hooks != "codex" {
+			return nil, fmt.Errorf("%w: agent %s: hooks %q: want claude, codex or nothing", ErrInvalid, n, p.Hooks)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,62 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLoadMissingIsDefault(t *testing.T) {
+	c, err := Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Isolation != Worktree || c.Integrate != Merge || time.Duration(c.SetupTimeout) != DefaultSetupTimeout {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestParse(t *testing.T) {
+	c, err := Parse([]byte("isolation: shared\nsetup: make deps\nsetup_timeout: 90s\nintegrate: rebase\nagents:\n  mine:\n    interactive: mybot\n    headless: mybot -p {prompt}\n    hooks: claude\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Isolation != Shared || c.Setup != "make deps" || time.Duration(c.SetupTimeout) != 90*time.Second || c.Integrate != Rebase {
+		t.Fatalf("parsed: %+v", c)
+	}
+	if p := c.Agents["mine"]; p.Interactive != "mybot" || p.Headless != "mybot -p {prompt}" || p.Hooks != "claude" {
+		t.Fatalf("profile: %+v", p)
+	}
+	if c, err := Parse(nil); err != nil || c.Isolation != Worktree {
+		t.Fatalf("empty file: %+v %v", c, err)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, bad := range []string{
+		"isolation: none\n",
+		"integrate: squash\n",
+		"isolaton: shared\n", // typo: unknown key
+		"setup_timeout: soon\n",
+		"setup_timeout: -1s\n",
+		"agents:\n  Bad Name:\n    interactive: x\n",
+		"agents:\n  x:\n    hooks: vim\n",
+		"isolation: [\n",
+	} {
+		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: got %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestLoadUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, File), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a directory named %s: %v", File, err)
+	}
+}
