@@ -12,3 +12,6 @@ var ErrNoCommits = errors.New("no commits yet")
 
 // ErrNothingToCommit means Commit found no change in the given paths.
 var ErrNothingToCommit = errors.New("nothing to commit")
+
+// ErrNoRef means a name does not resolve to a commit.
+var ErrNoRef = errors.New("no such commit")

@@ -1,0 +1,276 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// At returns a Repo for another work tree of the same repository (a linked
+// worktree), sharing r's runner.
+func (r *Repo) At(dir string) *Repo { return &Repo{Root: dir, Runner: r.Runner} }
+
+// RevParse returns the full sha rev names, or ErrNoRef.
+func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
+	out, err := r.git(ctx, "rev-parse", "--verify", "-q", rev+"^{commit}")
+	if err != nil {
+		if exitCode(err) == 1 {
+			return "", fmt.Errorf("rev-parse %s: %w", rev, ErrNoRef)
+		}
+		return "", fmt.Errorf("rev-parse %s: %w", rev, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// CurrentBranch returns the short name of the checked-out branch, or "" on
+// a detached HEAD.
+func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
+	out, err := r.git(ctx, "symbolic-ref", "-q", "--short", "HEAD")
+	if err != nil {
+		if exitCode(err) == 1 {
+			return "", nil
+		}
+		return "", fmt.Errorf("current branch: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// AddWorktree makes dir a linked worktree with a detached HEAD at rev.
+func (r *Repo) AddWorktree(ctx context.Context, dir, rev string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return fmt.Errorf("worktree add %s: %w", dir, err)
+	}
+	if _, err := r.git(ctx, "worktree", "add", "-q", "--detach", dir, rev); err != nil {
+		return fmt.Errorf("worktree add %s: %w", dir, err)
+	}
+	return nil
+}
+
+// RemoveWorktree removes a linked worktree, even one with changes (only
+// for orch's own scratch worktrees).
+func (r *Repo) RemoveWorktree(ctx context.Context, dir string) error {
+	if _, err := r.git(ctx, "worktree", "remove", "--force", dir); err != nil {
+		if _, statErr := os.Stat(dir); errors.Is(statErr, os.ErrNotExist) {
+			_, _ = r.git(ctx, "worktree", "prune")
+			return nil
+		}
+		return fmt.Errorf("worktree remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WorktreeOf returns the work tree that has branch checked out, or "".
+func (r *Repo) WorktreeOf(ctx context.Context, branch string) (string, error) {
+	out, err := r.git(ctx, "worktree", "list", "--porcelain", "-z")
+	if err != nil {
+		return "", fmt.Errorf("worktree list: %w", err)
+	}
+	var dir string
+	for _, f := range strings.Split(string(out), "\x00") {
+		switch {
+		case strings.HasPrefix(f, "worktree "):
+			dir = strings.TrimPrefix(f, "worktree ")
+		case f == "branch refs/heads/"+branch:
+			return dir, nil
+		}
+	}
+	return "", nil
+}
+
+// SwitchNew checks out branch, creating it at base when it does not exist
+// yet. Local changes are carried along as git does (CommitAll first to
+// keep them where they were made).
+func (r *Repo) SwitchNew(ctx context.Context, branch, base string) (created bool, err error) {
+	if _, err := r.RevParse(ctx, "refs/heads/"+branch); err == nil {
+		if _, err := r.git(ctx, "switch", "-q", branch); err != nil {
+			return false, fmt.Errorf("switch %s: %w", branch, err)
+		}
+		return false, nil
+	} else if !errors.Is(err, ErrNoRef) {
+		return false, err
+	}
+	if _, err := r.git(ctx, "switch", "-q", "-c", branch, base); err != nil {
+		return false, fmt.Errorf("switch -c %s %s: %w", branch, base, err)
+	}
+	return true, nil
+}
+
+// Detach leaves the current branch for a detached HEAD at rev.
+func (r *Repo) Detach(ctx context.Context, rev string) error {
+	if _, err := r.git(ctx, "switch", "-q", "--detach", rev); err != nil {
+		return fmt.Errorf("switch --detach %s: %w", rev, err)
+	}
+	return nil
+}
+
+// CommitAll commits every change in the work tree (new, changed and
+// deleted files that git does not ignore), except the paths in skip, and
+// returns the new commit, or "" when there was nothing to commit.
+func (r *Repo) CommitAll(ctx context.Context, msg string, skip ...string) (string, error) {
+	args := []string{"add", "-A", "--", "."}
+	for _, s := range skip {
+		args = append(args, ":(exclude,literal)"+s)
+	}
+	if _, err := r.git(ctx, args...); err != nil {
+		return "", fmt.Errorf("commit all: %w", err)
+	}
+	_, err := r.git(ctx, "diff", "--cached", "--quiet")
+	switch {
+	case err == nil:
+		return "", nil
+	case exitCode(err) != 1:
+		return "", fmt.Errorf("commit all: %w", err)
+	}
+	id, err := r.identityArgs(ctx)
+	if err != nil {
+		return "", fmt.Errorf("commit all: %w", err)
+	}
+	if _, err := r.git(ctx, append(id, "commit", "-q", "--no-verify", "-m", msg)...); err != nil {
+		return "", fmt.Errorf("commit all: %w", err)
+	}
+	return r.Head(ctx)
+}
+
+// IsAncestor reports whether commit a is an ancestor of (or equal to) b.
+func (r *Repo) IsAncestor(ctx context.Context, a, b string) (bool, error) {
+	_, err := r.git(ctx, "merge-base", "--is-ancestor", a, b)
+	switch {
+	case err == nil:
+		return true, nil
+	case exitCode(err) == 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("merge-base %s %s: %w", a, b, err)
+}
+
+// CountCommits returns how many commits are in to but not in from.
+func (r *Repo) CountCommits(ctx context.Context, from, to string) (int, error) {
+	out, err := r.git(ctx, "rev-list", "--count", from+".."+to)
+	if err != nil {
+		return 0, fmt.Errorf("rev-list %s..%s: %w", from, to, err)
+	}
+	var n int
+	_, err = fmt.Sscan(strings.TrimSpace(string(out)), &n)
+	return n, err
+}
+
+// ErrConflict is a merge or rebase that stopped on conflicting files.
+var ErrConflict = errors.New("conflict")
+
+// ConflictError names the files a merge or rebase could not combine.
+type ConflictError struct{ Files []string }
+
+func (e *ConflictError) Error() string {
+	return "conflict in " + strings.Join(e.Files, ", ")
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Merge merges rev into the checked-out HEAD with a merge commit (never a
+// fast-forward, so each integration is one commit that names its plan). A
+// conflict is aborted, leaving the work tree as it was, and returned as a
+// *ConflictError.
+func (r *Repo) Merge(ctx context.Context, rev, msg string) (string, error) {
+	id, err := r.identityArgs(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.git(ctx, append(id, "merge", "-q", "--no-ff", "--no-verify", "-m", msg, rev)...); err != nil {
+		files, ferr := r.unmerged(ctx)
+		if ferr == nil && len(files) > 0 {
+			if _, aerr := r.git(ctx, "merge", "--abort"); aerr != nil {
+				return "", fmt.Errorf("merge %s: conflict in %s, and merge --abort failed: %w", rev, strings.Join(files, ", "), aerr)
+			}
+			return "", fmt.Errorf("merge %s: %w", rev, &ConflictError{Files: files})
+		}
+		return "", fmt.Errorf("merge %s: %w", rev, err)
+	}
+	return r.Head(ctx)
+}
+
+// Rebase replays the commits of the checked-out (detached) HEAD onto onto.
+// A conflict is aborted and returned as a *ConflictError.
+func (r *Repo) Rebase(ctx context.Context, onto string) (string, error) {
+	id, err := r.identityArgs(ctx)
+	if err != nil {
+		return "", err
+	}
+	if _, err := r.git(ctx, append(id, "rebase", "-q", "--no-verify", onto)...); err != nil {
+		files, ferr := r.unmerged(ctx)
+		if ferr == nil && len(files) > 0 {
+			if _, aerr := r.git(ctx, "rebase", "--abort"); aerr != nil {
+				return "", fmt.Errorf("rebase onto %s: conflict in %s, and rebase --abort failed: %w", onto, strings.Join(files, ", "), aerr)
+			}
+			return "", fmt.Errorf("rebase onto %s: %w", onto, &ConflictError{Files: files})
+		}
+		return "", fmt.Errorf("rebase onto %s: %w", onto, err)
+	}
+	return r.Head(ctx)
+}
+
+// FastForward moves the checked-out branch to rev, updating the work tree;
+// it refuses (and changes nothing) if that is not a fast-forward or would
+// overwrite local changes.
+func (r *Repo) FastForward(ctx context.Context, rev string) error {
+	if _, err := r.git(ctx, "merge", "-q", "--ff-only", rev); err != nil {
+		return fmt.Errorf("fast-forward to %s: %w", rev, err)
+	}
+	return nil
+}
+
+// MergeTree predicts the merge of b into a without touching any work
+// tree, index or ref: the tree it would produce, or a *ConflictError.
+func (r *Repo) MergeTree(ctx context.Context, a, b string) (string, error) {
+	out, err := r.git(ctx, "merge-tree", "--write-tree", "--name-only", "-z", a, b)
+	f := strings.Split(string(out), "\x00")
+	if err != nil {
+		if exitCode(err) == 1 && len(f) > 1 {
+			var files []string
+			for _, s := range f[1:] {
+				if s == "" {
+					break // the file list ends with an empty field, then messages
+				}
+				files = append(files, s)
+			}
+			return "", &ConflictError{Files: files}
+		}
+		return "", fmt.Errorf("merge-tree %s %s: %w", a, b, err)
+	}
+	return strings.TrimSpace(f[0]), nil
+}
+
+// CommitTree makes a commit object of tree with the given parents, without
+// moving any ref (for dry runs that chain predicted merges).
+func (r *Repo) CommitTree(ctx context.Context, tree, msg string, parents ...string) (string, error) {
+	id, err := r.identityArgs(ctx)
+	if err != nil {
+		return "", err
+	}
+	args := append(id, "commit-tree", tree, "-m", msg)
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	out, err := r.git(ctx, args...)
+	if err != nil {
+		return "", fmt.Errorf("commit-tree: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (r *Repo) unmerged(ctx context.Context) ([]string, error) {
+	out, err := r.git(ctx, "diff", "--name-only", "-z", "--diff-filter=U")
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}

@@ -1,0 +1,112 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// Behaviour tests with the real git: worktrees, branches, merges.
+
+func TestWorktreeBranchCommitMerge(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, map[string]string{"a.txt": "one\n", "b.txt": "b\n"})
+	base, err := r.Commit(ctx, "base", "a.txt", "b.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "wt", "w1")
+	if err := r.AddWorktree(ctx, dir, base); err != nil {
+		t.Fatal(err)
+	}
+	w := r.At(dir)
+	if b, err := w.CurrentBranch(ctx); err != nil || b != "" {
+		t.Fatalf("new worktree should be detached: %q %v", b, err)
+	}
+	if created, err := w.SwitchNew(ctx, "orch/p1", base); err != nil || !created {
+		t.Fatalf("switch new: %v %v", created, err)
+	}
+	if got, _ := r.WorktreeOf(ctx, "orch/p1"); !sameDir(t, got, dir) {
+		t.Fatalf("WorktreeOf = %q, want %q", got, dir)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("SECRET=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := w.CommitAll(ctx, "work", ".env")
+	if err != nil || sha == "" {
+		t.Fatalf("commit all: %q %v", sha, err)
+	}
+	if files := gitOut(t, w, "show", "--name-only", "--format=", "HEAD"); files != "a.txt" {
+		t.Fatalf("committed %q, want only a.txt (.env skipped)", files)
+	}
+	if again, err := w.CommitAll(ctx, "nothing", ".env"); err != nil || again != "" {
+		t.Fatalf("nothing to commit: %q %v", again, err)
+	}
+	if n, err := r.CountCommits(ctx, base, "orch/p1"); err != nil || n != 1 {
+		t.Fatalf("count = %d %v", n, err)
+	}
+	// A second branch edits the same line: merging both conflicts.
+	dir2 := filepath.Join(t.TempDir(), "w2")
+	if err := r.AddWorktree(ctx, dir2, base); err != nil {
+		t.Fatal(err)
+	}
+	w2 := r.At(dir2)
+	if _, err := w2.SwitchNew(ctx, "orch/p2", base); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir2, "a.txt"), []byte("three\n"), 0o644)
+	if _, err := w2.CommitAll(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.MergeTree(ctx, base, "orch/p1"); err != nil {
+		t.Fatalf("merge-tree of a clean merge: %v", err)
+	}
+	m1, err := r.Merge(ctx, "orch/p1", "integrate p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := r.IsAncestor(ctx, "orch/p1", m1); !ok {
+		t.Fatal("p1 should be an ancestor of the merge")
+	}
+	var ce *ConflictError
+	if _, err := r.MergeTree(ctx, m1, "orch/p2"); !errors.As(err, &ce) || !slices.Equal(ce.Files, []string{"a.txt"}) {
+		t.Fatalf("merge-tree should predict the conflict in a.txt: %v", err)
+	}
+	_, err = r.Merge(ctx, "orch/p2", "integrate p2")
+	if !errors.As(err, &ce) || !errors.Is(err, ErrConflict) || !slices.Equal(ce.Files, []string{"a.txt"}) {
+		t.Fatalf("merge p2: %v", err)
+	}
+	if st := gitOut(t, r, "status", "--porcelain"); st != "" {
+		t.Fatalf("after an aborted merge the tree must be clean: %q", st)
+	}
+	if head, _ := r.Head(ctx); head != m1 {
+		t.Fatal("HEAD moved")
+	}
+	// Rebase in a scratch worktree also stops cleanly on the conflict.
+	dir3 := filepath.Join(t.TempDir(), "w3")
+	if err := r.AddWorktree(ctx, dir3, "orch/p2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.At(dir3).Rebase(ctx, m1); !errors.As(err, &ce) {
+		t.Fatalf("rebase: %v", err)
+	}
+	if err := r.RemoveWorktree(ctx, dir3); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Detach(ctx, m1); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.WorktreeOf(ctx, "orch/p1"); got != "" {
+		t.Fatalf("detached, yet %q holds orch/p1", got)
+	}
+	if _, err := r.RevParse(ctx, "orch/nope"); !errors.Is(err, ErrNoRef) {
+		t.Fatalf("rev-parse of a missing branch: %v", err)
+	}
+}
