@@ -110,12 +110,16 @@ func (r *Repo) Detach(ctx context.Context, rev string) error {
 // deleted files that git does not ignore), except the paths in skip, and
 // returns the new commit, or "" when there was nothing to commit.
 func (r *Repo) CommitAll(ctx context.Context, msg string, skip ...string) (string, error) {
-	args := []string{"add", "-A", "--", "."}
-	for _, s := range skip {
-		args = append(args, ":(exclude,literal)"+s)
-	}
-	if _, err := r.git(ctx, args...); err != nil {
+	if _, err := r.git(ctx, "add", "-A", "--", "."); err != nil {
 		return "", fmt.Errorf("commit all: %w", err)
+	}
+	if len(skip) > 0 {
+		// Back to HEAD's version in the index: a skipped file that is new is
+		// not added, one that is tracked keeps its committed content. (An
+		// exclude pathspec would make git refuse ignored paths.)
+		if _, err := r.git(ctx, append([]string{"reset", "-q", "--"}, skip...)...); err != nil {
+			return "", fmt.Errorf("commit all: %w", err)
+		}
 	}
 	_, err := r.git(ctx, "diff", "--cached", "--quiet")
 	switch {

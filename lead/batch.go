@@ -97,6 +97,9 @@ func (l *Loop) batchable(m jetstream.Msg) (batchItem, bool) {
 	if len(def.Acceptance) > 0 || def.Verify > 0 || (def.Bet != nil && def.Bet.MetricCmd != "") {
 		return batchItem{}, false
 	}
+	if err := l.collect(context.Background(), e); err != nil {
+		return batchItem{}, false // the one-event path says what is wrong
+	}
 	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
 		return batchItem{}, false
 	}

@@ -26,6 +26,12 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	}
 	l.st.Session = name
 	found := map[string]tmux.Pane{}
+	if has && l.st.Isolation != "" && l.st.Isolation != l.conf.Isolation {
+		// Its panes run in the other kind of checkout: the agents would edit
+		// where the lead does not look.
+		return fmt.Errorf("%w: the fleet in tmux session %s runs with isolation %s, not %s; stop it with orch down first", ErrNoFleet, name, l.st.Isolation, l.conf.Isolation)
+	}
+	l.st.Isolation = l.conf.Isolation
 	if has {
 		panes, err := l.tmux.ListPanes(ctx, name)
 		if err != nil {
@@ -151,11 +157,17 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 		// user's profile; set it again right before the agent starts.
 		command = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; exec " + command
 	}
+	dir := l.cfg.Root
+	if l.isolated() {
+		if dir, err = l.ensureWorktree(ctx, id); err != nil {
+			return "", 0, err
+		}
+	}
 	var pane string
 	if split {
-		pane, err = l.tmux.SplitWindow(ctx, session, l.cfg.Root, env, command)
+		pane, err = l.tmux.SplitWindow(ctx, session, dir, env, command)
 	} else {
-		pane, err = l.tmux.NewSession(ctx, session, l.cfg.Root, env, command)
+		pane, err = l.tmux.NewSession(ctx, session, dir, env, command)
 	}
 	if err != nil {
 		return "", 0, err

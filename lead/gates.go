@@ -150,6 +150,7 @@ type gateJob struct {
 	plan    string
 	attempt int
 	cmds    []string
+	dir     string // where they run: the worker's worktree, or the repo
 }
 
 // startGates runs the plan's acceptance commands in their own goroutine.
@@ -179,7 +180,7 @@ func (l *Loop) startGates(j gateJob) {
 		var results []CmdResult
 		verdict := "passed"
 		for _, c := range j.cmds {
-			r := runCmdGroup(l.cfg.Root, c, timeout, l.trackGroup)
+			r := runCmdGroup(j.dir, c, timeout, l.trackGroup)
 			results = append(results, r)
 			if r.Failed() {
 				verdict = r.Summary()

@@ -135,6 +135,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note, err = l.verifyCmd(ctx, e)
 	case event.Regate:
 		note = l.regate(e)
+	case event.Integrated:
+		cb, note = l.integrated(ctx, e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
@@ -257,6 +259,9 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
 	}
 	now := l.cfg.Now().UTC()
+	if err := l.collect(ctx, e); err != nil {
+		return nil, "", err
+	}
 	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
 		reason := fmt.Sprintf("reported done (%s) but %s", e.Status, resultProblem(e.Plan, err))
 		p.State, p.Status, p.Reason, p.Updated = PlanFailed, e.Status, reason, now
@@ -279,13 +284,13 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 	p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
 	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "status", e.Status)
 	if b := def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
-		p.AtHarvest, p.AtHarvestErr = measure(l.cfg.Root, b.MetricCmd)
+		p.AtHarvest, p.AtHarvestErr = measure(l.workDir(p.Worker), b.MetricCmd)
 	}
 	if len(def.Acceptance) > 0 {
 		// The worker stays busy while its gates run in its checkout: in a
 		// shared tree its next plan would change what the gates test.
 		p.State, p.Reason, p.Gates = PlanVerifying, "acceptance gates running", true
-		j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: def.Acceptance}
+		j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: def.Acceptance, dir: l.workDir(p.Worker)}
 		l.after(func() { l.startGates(j) })
 		return nil, "harvested " + short(sha) + "; gates running", nil
 	}
@@ -514,7 +519,7 @@ func (l *Loop) regate(e event.Event) string {
 	if p == nil || p.State != PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
 		return "ignored: the gates' result is in"
 	}
-	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: p.Def.Acceptance}
+	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: p.Def.Acceptance, dir: l.workDir(p.Worker)}
 	l.after(func() { l.startGates(j) })
 	return "gates run again"
 }

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/notify"
@@ -71,6 +72,9 @@ type Config struct {
 	GateTimeout time.Duration
 	// Stagger spreads dispatches: at most one per Stagger (0: no limit).
 	Stagger time.Duration
+	// Isolation overrides orch.yaml's isolation (config.Worktree or
+	// config.Shared); empty keeps the file's (default: worktree).
+	Isolation string
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -80,6 +84,7 @@ const DefaultAckTimeout = 2 * time.Minute
 // Loop is a running lead loop.
 type Loop struct {
 	cfg     Config
+	conf    *config.Config // orch.yaml, read at start
 	orchDir string
 	log     *slog.Logger
 	repo    *git.Repo
@@ -166,6 +171,16 @@ func Run(ctx context.Context, cfg Config) error {
 
 	if l.repo, err = git.Open(ctx, cfg.Root); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if l.conf, err = config.Load(cfg.Root); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	switch cfg.Isolation {
+	case "":
+	case config.Worktree, config.Shared:
+		l.conf.Isolation = cfg.Isolation
+	default:
+		return fmt.Errorf("serve: %w: isolation %q: want %s or %s", config.ErrInvalid, cfg.Isolation, config.Worktree, config.Shared)
 	}
 	if l.st, err = LoadState(l.orchDir); err != nil {
 		return fmt.Errorf("serve: %w", err)

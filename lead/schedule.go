@@ -66,7 +66,7 @@ func (l *Loop) nextReady(idle []*Worker) (*Plan, *Worker) {
 			l.log.Warn("queued plan unreadable", "plan", p.Name, "err", err)
 			continue
 		}
-		if len(plans.Ready(def, l.isDone)) > 0 {
+		if len(plans.Ready(def, l.planState)) > 0 {
 			continue
 		}
 		ready = append(ready, candidate{p: p, priority: def.Priority})
@@ -111,9 +111,11 @@ func (l *Loop) eligible(p *Plan, w *Worker) bool {
 	return true
 }
 
-func (l *Loop) isDone(name string) bool {
-	p := l.st.Plans[name]
-	return p != nil && (p.State == PlanDone || p.State == PlanVerified || p.State == PlanIntegrated)
+func (l *Loop) planState(name string) string {
+	if p := l.st.Plans[name]; p != nil {
+		return p.State
+	}
+	return ""
 }
 
 func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
@@ -131,11 +133,17 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		return
 	}
 	p.Def = &PlanDef{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
+	if l.isolated() {
+		if err := l.prepare(ctx, p, w); err != nil {
+			l.prepareFailed(p, w, err)
+			return
+		}
+	}
 	// A bet with a metric command gets its baseline measured by the lead
 	// loop, before the worker can change anything; a second attempt keeps
 	// the first baseline (the first worker may have changed things).
 	if b := def.Bet; b != nil && b.MetricCmd != "" && p.Baseline == nil && p.BaselineErr == "" {
-		p.Baseline, p.BaselineErr = measure(l.cfg.Root, b.MetricCmd)
+		p.Baseline, p.BaselineErr = measure(l.workDir(w.ID), b.MetricCmd)
 		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
 	}
 	now := l.cfg.Now().UTC()

@@ -97,6 +97,12 @@ type Plan struct {
 	AtHarvestErr string   `json:"at_harvest_error,omitempty"`
 	// Resent is set once the dispatch line of this attempt was re-sent.
 	Resent bool `json:"resent,omitempty"`
+	// Merged is the base branch's head once orch integrate brought the
+	// plan in.
+	Merged string `json:"merged,omitempty"`
+	// Base is the commit the plan's branch was made from (worktree
+	// isolation), recorded at its first dispatch.
+	Base string `json:"base,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a
 	// late started or done from the same worker still counts.
 	Unacked bool `json:"unacked,omitempty"`
@@ -136,12 +142,14 @@ type Rejection struct {
 // State is everything the lead loop has recorded. Only orch serve writes it;
 // the CLI reads it.
 type State struct {
-	Session  string              `json:"session,omitempty"`
-	Workers  []*Worker           `json:"workers"`
-	Plans    map[string]*Plan    `json:"plans"`
-	Handled  map[string]*Handled `json:"handled"`
-	Rejected []Rejection         `json:"rejected,omitempty"`
-	Errors   map[string]string   `json:"errors,omitempty"` // event id -> why its effect could not be committed yet
+	Session string `json:"session,omitempty"`
+	// Isolation is how the fleet's panes were started: worktree or shared.
+	Isolation string              `json:"isolation,omitempty"`
+	Workers   []*Worker           `json:"workers"`
+	Plans     map[string]*Plan    `json:"plans"`
+	Handled   map[string]*Handled `json:"handled"`
+	Rejected  []Rejection         `json:"rejected,omitempty"`
+	Errors    map[string]string   `json:"errors,omitempty"` // event id -> why its effect could not be committed yet
 	// Outbox holds callbacks not caused by a message (a dispatch that was
 	// never acknowledged) until they are stored in the stream.
 	Outbox []*Callback `json:"outbox,omitempty"`

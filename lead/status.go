@@ -99,12 +99,16 @@ func waiting(st *State, d *plans.Plan) string {
 		if p != nil {
 			state = p.State
 		}
-		if state != PlanDone && state != PlanVerified && state != PlanIntegrated {
+		if !plans.Reached(state, d.DependsOnState) {
 			deps = append(deps, dep+" ("+state+")")
 		}
 	}
 	if len(deps) > 0 {
-		return "dependencies not done: " + strings.Join(deps, ", ")
+		want := d.DependsOnState
+		if want == "" {
+			want = PlanDone
+		}
+		return "dependencies not " + want + ": " + strings.Join(deps, ", ")
 	}
 	if len(st.Workers) == 0 {
 		return "no fleet: start orch serve --workers N"

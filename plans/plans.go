@@ -62,13 +62,18 @@ type Bet struct {
 
 // Plan is a parsed PLAN.md.
 type Plan struct {
-	Name       string   `yaml:"-" json:"name"`
-	DependsOn  []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
-	Acceptance []string `yaml:"acceptance,omitempty" json:"acceptance,omitempty"`
-	Verify     int      `yaml:"verify,omitempty" json:"verify,omitempty"` // rounds of verification: 0, 1 or 3
-	Priority   int      `yaml:"priority,omitempty" json:"priority,omitempty"`
-	Bet        *Bet     `yaml:"bet,omitempty" json:"bet,omitempty"`
-	Body       string   `yaml:"-" json:"body,omitempty"` // markdown after the front matter
+	Name      string   `yaml:"-" json:"name"`
+	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// DependsOnState is how far each dependency must have come before this
+	// plan goes out: done (the default; verified and integrated count too),
+	// verified (or integrated), or integrated (its code is on the base
+	// branch, so this plan's branch starts from it).
+	DependsOnState string   `yaml:"depends_on_state,omitempty" json:"depends_on_state,omitempty"`
+	Acceptance     []string `yaml:"acceptance,omitempty" json:"acceptance,omitempty"`
+	Verify         int      `yaml:"verify,omitempty" json:"verify,omitempty"` // rounds of verification: 0, 1 or 3
+	Priority       int      `yaml:"priority,omitempty" json:"priority,omitempty"`
+	Bet            *Bet     `yaml:"bet,omitempty" json:"bet,omitempty"`
+	Body           string   `yaml:"-" json:"body,omitempty"` // markdown after the front matter
 }
 
 // ValidateName reports whether name may be used as a plan name. The error
@@ -233,6 +238,11 @@ func (p *Plan) check() *fieldError {
 			return &fieldError{[]string{"depends_on"}, i, err}
 		}
 	}
+	switch p.DependsOnState {
+	case "", "done", "verified", "integrated":
+	default:
+		return &fieldError{[]string{"depends_on_state"}, -1, fmt.Errorf("got %q, want done, verified or integrated", p.DependsOnState)}
+	}
 	for i, a := range p.Acceptance {
 		if strings.TrimSpace(a) == "" {
 			return &fieldError{[]string{"acceptance"}, i, errors.New("command is empty")}
@@ -306,7 +316,7 @@ func (p *Plan) Validate() error {
 }
 
 func (p *Plan) hasFrontMatter() bool {
-	return len(p.DependsOn) > 0 || len(p.Acceptance) > 0 || p.Verify != 0 || p.Priority != 0 || p.Bet != nil
+	return len(p.DependsOn) > 0 || p.DependsOnState != "" || len(p.Acceptance) > 0 || p.Verify != 0 || p.Priority != 0 || p.Bet != nil
 }
 
 // Render returns the PLAN.md bytes for p: front matter when any of its
@@ -617,16 +627,29 @@ func writePlan(root string, p *Plan) error {
 	return nil
 }
 
-// Ready returns the dependencies of p that are not done yet, in depends_on
-// order; none means p may be dispatched.
-func Ready(p *Plan, done func(name string) bool) (missing []string) {
+// Ready returns the dependencies of p that have not reached the state p
+// asks for yet (see DependsOnState), in depends_on order; none means p may
+// be dispatched. state gives a plan's state ("" if it has none).
+func Ready(p *Plan, state func(name string) string) (missing []string) {
 	if p == nil {
 		return nil
 	}
 	for _, d := range p.DependsOn {
-		if !done(d) && !slices.Contains(missing, d) {
+		if !Reached(state(d), p.DependsOnState) && !slices.Contains(missing, d) {
 			missing = append(missing, d)
 		}
 	}
 	return missing
+}
+
+// Reached says whether a dependency in state has come as far as want
+// (a DependsOnState; empty means done).
+func Reached(state, want string) bool {
+	switch want {
+	case "integrated":
+		return state == "integrated"
+	case "verified":
+		return state == "verified" || state == "integrated"
+	}
+	return state == "done" || state == "verified" || state == "integrated"
 }

@@ -458,23 +458,29 @@ func TestWriteSymlinkFolder(t *testing.T) {
 }
 
 func TestReady(t *testing.T) {
-	done := map[string]bool{"a": true}
+	states := map[string]string{"a": "done", "v": "verified", "i": "integrated", "r": "refuted"}
 	tests := []struct {
 		name string
 		deps []string
-		want []string
+		want string
+		miss []string
 	}{
-		{"none", nil, nil},
-		{"all done", []string{"a"}, nil},
-		{"missing", []string{"b", "a", "c", "b"}, []string{"b", "c"}},
+		{"none", nil, "", nil},
+		{"all done", []string{"a", "v", "i"}, "", nil},
+		{"missing", []string{"b", "a", "c", "b", "r"}, "", []string{"b", "c", "r"}},
+		{"verified wanted", []string{"a", "v", "i"}, "verified", []string{"a"}},
+		{"integrated wanted", []string{"a", "v", "i"}, "integrated", []string{"a", "v"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Ready(&Plan{DependsOn: tc.deps}, func(n string) bool { return done[n] })
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("Ready = %q, want %q", got, tc.want)
+			got := Ready(&Plan{DependsOn: tc.deps, DependsOnState: tc.want}, func(n string) string { return states[n] })
+			if !reflect.DeepEqual(got, tc.miss) {
+				t.Errorf("Ready = %q, want %q", got, tc.miss)
 			}
 		})
+	}
+	if _, err := Parse("x", []byte("---\ndepends_on: [a]\ndepends_on_state: merged\n---\nx\n")); err == nil || !strings.Contains(err.Error(), "depends_on_state") {
+		t.Errorf("a bad depends_on_state: %v", err)
 	}
 }
 

@@ -74,6 +74,7 @@ func newRootCmd(s streams) *cobra.Command {
 		newPlanCmd(s),
 		newDispatchCmd(s),
 		newVerifyCmd(s),
+		newIntegrateCmd(s),
 		newReportCmd(s),
 		newStatusCmd(s),
 		newWaitCmd(s),

@@ -19,6 +19,7 @@ import (
 	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
 )
 
 // TestMain lets the test binary act as orch and orch-notify, so scripts
@@ -82,6 +83,7 @@ func scriptParams(dir string) testscript.Params {
 			"exitcode":    cmdExitCode,
 			"waitfile":    cmdWaitFile,
 			"checkreport": cmdCheckReport,
+			"checkdeps":   cmdCheckDeps,
 		},
 	}
 }
@@ -229,4 +231,36 @@ func cmdCheckReport(ts *testscript.TestScript, neg bool, args []string) {
 			}
 		}
 	}
+}
+
+// checkdeps: every dispatched plan's branch was made from a commit that
+// already held the harvest of each plan it depends on, i.e. no plan went
+// out before its dependencies were done.
+func cmdCheckDeps(ts *testscript.TestScript, neg bool, args []string) {
+	root := ts.MkAbs(".")
+	st, err := lead.LoadState(lead.OrchDir(root))
+	if err != nil {
+		ts.Fatalf("%v", err)
+	}
+	checked := 0
+	for name, p := range st.Plans {
+		def, err := plans.Load(root, name)
+		if err != nil {
+			ts.Fatalf("%v", err)
+		}
+		for _, dep := range def.DependsOn {
+			d := st.Plans[dep]
+			if d == nil || d.Result == "" || p.Base == "" {
+				ts.Fatalf("plan %s or its dependency %s has no record (base %q)", name, dep, p.Base)
+			}
+			if err := exec.Command("git", "-C", root, "merge-base", "--is-ancestor", d.Result, p.Base).Run(); err != nil {
+				ts.Fatalf("plan %s (base %s) went out before %s was harvested (%s)", name, p.Base, dep, d.Result)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		ts.Fatalf("no dependency to check")
+	}
+	ts.Logf("checkdeps: %d dependencies held", checked)
 }

@@ -24,6 +24,7 @@ type serveOptions struct {
 	DupeWindow  time.Duration
 	GateTimeout time.Duration
 	Stagger     time.Duration
+	Isolation   string
 	Verbose     bool
 }
 
@@ -36,6 +37,9 @@ func newServeCmd(s streams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Workers < 0 || o.Workers > 64 {
 				return usagef("--workers must be between 0 and 64")
+			}
+			if o.Isolation != "" && o.Isolation != "worktree" && o.Isolation != "shared" {
+				return usagef("--isolation must be worktree or shared")
 			}
 			if o.Workers > 0 && strings.TrimSpace(o.Agent) == "" {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
@@ -59,6 +63,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
 	cmd.Flags().DurationVar(&o.Stagger, "stagger", 0, "at most one dispatch per this interval, so results do not arrive in one burst (e.g. 2m)")
+	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	return cmd
 }
@@ -85,6 +90,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		DupeWindow:  o.DupeWindow,
 		GateTimeout: o.GateTimeout,
 		Stagger:     o.Stagger,
+		Isolation:   o.Isolation,
 		Fault:       os.Getenv(lead.FaultEnv),
 		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
 	})

@@ -1,0 +1,452 @@
+package lead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/plans"
+)
+
+// orch integrate. Approved plans (done, or verified) are brought into the
+// base branch (the branch checked out in the repo) one at a time, in
+// dependency order. Each is merged (or rebased, per orch.yaml) in a scratch
+// worktree at the base branch's current head, so the repo's own checkout
+// is never left half-merged; its acceptance gates run again there, on the
+// combined code; only then does the base branch move forward to it, by a
+// fast-forward of the repo's checkout. The next plan starts from that new
+// head, so every later branch is combined with everything integrated
+// before it and tested again. A conflict stops that plan (state conflict,
+// the files named) and the plans that depend on it; plan branches are never
+// rewritten, deleted or force-pushed. Outcomes reach the lead loop as
+// integrated records, through the stream (or the spool when orch serve is
+// not running), so the plan states stay the loop's to record.
+
+// Integration outcomes.
+const (
+	Integrated     = "integrated"
+	Conflict       = "conflict"
+	IntegrateFail  = "failed"
+	Skipped        = "skipped"
+	WouldIntegrate = "would integrate"
+	WouldConflict  = "would conflict"
+)
+
+// IntegrateOptions is what orch integrate was asked to do.
+type IntegrateOptions struct {
+	Plans       []string // empty: every approved plan
+	DryRun      bool
+	GateTimeout time.Duration
+	Progress    io.Writer // one line per step as it happens; optional
+}
+
+// IntegrateStep is what happened (or would happen) to one plan.
+type IntegrateStep struct {
+	Plan    string   `json:"plan"`
+	Branch  string   `json:"branch"`
+	Base    string   `json:"base"` // the base branch
+	Commits int      `json:"commits"`
+	Outcome string   `json:"outcome"`
+	Commit  string   `json:"commit,omitempty"` // the base branch's head after it
+	Files   []string `json:"files,omitempty"`  // conflicting files
+	Reason  string   `json:"reason,omitempty"`
+	Spooled bool     `json:"spooled,omitempty"` // the record waits in the spool for orch serve
+}
+
+// ErrNotApproved is a named plan that is not done or verified.
+var ErrNotApproved = errors.New("not approved")
+
+// ErrShared means there are no plan branches: shared isolation.
+var ErrShared = errors.New("shared isolation: plans are committed on the checked-out branch already, nothing to integrate")
+
+// IntegrateDir holds the scratch worktrees of orch integrate, under .orch/.
+const IntegrateDir = "integrate"
+
+// maxMoves bounds how often one plan is combined again because the base
+// branch moved (a harvest commit) while its gates ran.
+const maxMoves = 3
+
+// Integrate brings approved plan branches into the base branch.
+func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]IntegrateStep, error) {
+	for _, n := range o.Plans {
+		if err := plans.ValidateName(n); err != nil {
+			return nil, err
+		}
+	}
+	if o.GateTimeout <= 0 {
+		o.GateTimeout = DefaultGateTimeout
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	conf, err := config.Load(root)
+	if err != nil {
+		return nil, fmt.Errorf("integrate: %w", err)
+	}
+	st, err := LoadState(OrchDir(root))
+	if err != nil {
+		return nil, fmt.Errorf("integrate: %w", err)
+	}
+	if iso := st.Isolation; iso == config.Shared || (iso == "" && conf.Isolation == config.Shared) {
+		return nil, fmt.Errorf("integrate: %w", ErrShared)
+	}
+	repo, err := git.Open(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("integrate: %w", err)
+	}
+	base, err := repo.CurrentBranch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("integrate: %w", err)
+	}
+	if base == "" {
+		return nil, fmt.Errorf("integrate: HEAD is detached in %s: check out the branch to integrate into (git switch main)", root)
+	}
+	names, err := approved(st, o.Plans)
+	if err != nil {
+		return nil, fmt.Errorf("integrate: %w", err)
+	}
+	order, steps := integrationOrder(root, st, names)
+	in := &integration{ctx: ctx, root: root, repo: repo, base: base, conf: conf, st: st, o: o}
+	out := steps // plans that cannot go at all (a dependency is not there)
+	for i := range out {
+		out[i].Base = base
+		fmt.Fprintln(o.Progress, out[i].Line())
+	}
+	failed := map[string]string{}
+	tip, err := repo.RevParse(ctx, "refs/heads/"+base)
+	if err != nil {
+		return nil, fmt.Errorf("integrate: %w", err)
+	}
+	for _, name := range order {
+		s := IntegrateStep{Plan: name, Branch: PlanBranch(name), Base: base}
+		if dep := blockedBy(root, name, failed); dep != "" {
+			s.Outcome, s.Reason = Skipped, fmt.Sprintf("depends on %s, which was not integrated (%s)", dep, failed[dep])
+			failed[name] = Skipped
+		} else {
+			s, tip = in.one(s, tip)
+			if s.Outcome != Integrated && s.Outcome != WouldIntegrate {
+				failed[name] = s.Outcome
+			}
+		}
+		fmt.Fprintln(o.Progress, s.Line())
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Line is the step as orch integrate prints it.
+func (s IntegrateStep) Line() string {
+	switch s.Outcome {
+	case Integrated, WouldIntegrate:
+		return fmt.Sprintf("%s %s: %s (%d commits) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, s.Commits, s.Base, short(s.Commit))
+	case Conflict, WouldConflict:
+		return fmt.Sprintf("%s %s: %s with %s in %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, s.Base, strings.Join(s.Files, ", "))
+	}
+	return fmt.Sprintf("%s %s: %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Reason)
+}
+
+// approved returns the plans to integrate: the named ones, each of which
+// must be done, verified (or already integrated, or in conflict from an
+// earlier try), or else every approved plan that is not a verification
+// round.
+func approved(st *State, named []string) ([]string, error) {
+	ok := func(p *Plan) bool {
+		return p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict || p.State == PlanIntegrated
+	}
+	if len(named) > 0 {
+		for _, n := range named {
+			p := st.Plans[n]
+			if p == nil {
+				return nil, fmt.Errorf("plan %s: %w: it was never dispatched", n, ErrNotApproved)
+			}
+			if p.VerifyOf != "" {
+				return nil, fmt.Errorf("plan %s: %w: it is a verification round of %s, integrate that", n, ErrNotApproved, p.VerifyOf)
+			}
+			if !ok(p) {
+				return nil, fmt.Errorf("plan %s: %w: it is %s; only done or verified plans are integrated", n, ErrNotApproved, p.State)
+			}
+		}
+		return named, nil
+	}
+	var out []string
+	for n, p := range st.Plans {
+		if p.VerifyOf == "" && (p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// integrationOrder sorts plans so that each comes after the plans it
+// depends on (ties: by name). A plan whose dependency is neither
+// integrated nor in the list cannot go: it is returned as a skipped step.
+func integrationOrder(root string, st *State, names []string) ([]string, []IntegrateStep) {
+	in := map[string]bool{}
+	for _, n := range names {
+		in[n] = true
+	}
+	deps := map[string][]string{}
+	var skipped []IntegrateStep
+	var ok []string
+	for _, n := range names {
+		d, err := plans.Load(root, n)
+		if err != nil {
+			skipped = append(skipped, IntegrateStep{Plan: n, Branch: PlanBranch(n), Outcome: Skipped, Reason: err.Error()})
+			continue
+		}
+		missing := ""
+		for _, dep := range d.DependsOn {
+			if in[dep] {
+				deps[n] = append(deps[n], dep)
+			} else if p := st.Plans[dep]; p == nil || p.State != PlanIntegrated {
+				state := "never dispatched"
+				if p != nil {
+					state = p.State
+				}
+				missing = fmt.Sprintf("depends on %s (%s), which is not integrated: integrate it first or name it too", dep, state)
+				break
+			}
+		}
+		if missing != "" {
+			skipped = append(skipped, IntegrateStep{Plan: n, Branch: PlanBranch(n), Outcome: Skipped, Reason: missing})
+			continue
+		}
+		ok = append(ok, n)
+	}
+	// Kahn's algorithm over the plans that can go; a plan whose dependency
+	// was skipped above is skipped too.
+	placed := map[string]bool{}
+	var order []string
+	for len(order) < len(ok) {
+		progress := false
+		for _, n := range ok {
+			if placed[n] {
+				continue
+			}
+			ready := true
+			for _, d := range deps[n] {
+				if !placed[d] {
+					ready = false
+				}
+			}
+			if ready {
+				placed[n], progress = true, true
+				order = append(order, n)
+			}
+		}
+		if !progress {
+			for _, n := range ok {
+				if !placed[n] {
+					skipped = append(skipped, IntegrateStep{Plan: n, Branch: PlanBranch(n), Outcome: Skipped,
+						Reason: "its dependencies are not all integrated (a cycle, or one that cannot go)"})
+				}
+			}
+			break
+		}
+	}
+	return order, skipped
+}
+
+// blockedBy names a dependency of plan that failed in this run, if any.
+func blockedBy(root, name string, failed map[string]string) string {
+	d, err := plans.Load(root, name)
+	if err != nil {
+		return ""
+	}
+	for _, dep := range d.DependsOn {
+		if _, bad := failed[dep]; bad {
+			return dep
+		}
+	}
+	return ""
+}
+
+type integration struct {
+	ctx  context.Context
+	root string
+	repo *git.Repo
+	base string
+	conf *config.Config
+	st   *State
+	o    IntegrateOptions
+}
+
+// one integrates (or, dry, predicts) one plan onto tip and returns the
+// step and the base branch's head after it.
+func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) {
+	ctx := in.ctx
+	branch, err := in.repo.RevParse(ctx, "refs/heads/"+s.Branch)
+	if err != nil {
+		s.Outcome, s.Reason = Skipped, fmt.Sprintf("no branch %s (was it run in shared isolation?)", s.Branch)
+		return s, tip
+	}
+	if s.Commits, err = in.repo.CountCommits(ctx, tip, branch); err != nil {
+		s.Outcome, s.Reason = IntegrateFail, err.Error()
+		return s, tip
+	}
+	if done, err := in.repo.IsAncestor(ctx, branch, tip); err == nil && done {
+		// Already in (an earlier run, or a record the loop has not seen):
+		// record it again, which changes nothing if it is known.
+		s.Outcome, s.Commit = Integrated, tip
+		if in.o.DryRun {
+			s.Outcome = WouldIntegrate
+			return s, tip
+		}
+		return in.record(s), tip
+	}
+	if in.o.DryRun {
+		tree, err := in.repo.MergeTree(ctx, tip, branch)
+		var ce *git.ConflictError
+		switch {
+		case errors.As(err, &ce):
+			s.Outcome, s.Files = WouldConflict, ce.Files
+			return s, tip
+		case err != nil:
+			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			return s, tip
+		}
+		next, err := in.repo.CommitTree(ctx, tree, "integrate "+s.Plan+" (dry run)", tip, branch)
+		if err != nil {
+			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			return s, tip
+		}
+		s.Outcome, s.Commit = WouldIntegrate, next
+		if n := len(in.gates(s.Plan)); n > 0 {
+			s.Reason = fmt.Sprintf("its %d acceptance gates would run on the merged code", n)
+		}
+		return s, next
+	}
+	for move := 0; ; move++ {
+		next, step := in.combine(s, tip, branch)
+		if step.Outcome != "" {
+			return in.record(step), tip
+		}
+		// Move the base branch: under the git lock, so no harvest commit
+		// lands in between, and only if nothing landed while the gates ran.
+		moved, err := in.advance(tip, next)
+		if err != nil {
+			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			return in.record(s), tip
+		}
+		if moved == "" {
+			s.Outcome, s.Commit = Integrated, next
+			return in.record(s), next
+		}
+		if move+1 >= maxMoves {
+			s.Outcome, s.Reason = IntegrateFail, fmt.Sprintf("%s kept moving while the gates ran (%d tries); run orch integrate again", in.base, maxMoves)
+			return in.record(s), moved
+		}
+		tip = moved
+	}
+}
+
+// combine merges (or rebases) the plan's branch onto tip in a scratch
+// worktree and runs the plan's gates there. It returns the combined commit,
+// or a step with the outcome when the plan cannot go.
+func (in *integration) combine(s IntegrateStep, tip, branch string) (string, IntegrateStep) {
+	ctx := in.ctx
+	dir := filepath.Join(OrchDir(in.root), IntegrateDir, s.Plan)
+	_ = in.repo.RemoveWorktree(ctx, dir) // one left by an interrupted run
+	os.RemoveAll(dir)
+	start := tip
+	if in.conf.Integrate == config.Rebase {
+		start = branch
+	}
+	if err := in.repo.AddWorktree(ctx, dir, start); err != nil {
+		s.Outcome, s.Reason = IntegrateFail, err.Error()
+		return "", s
+	}
+	defer in.repo.RemoveWorktree(context.WithoutCancel(ctx), dir)
+	wt := in.repo.At(dir)
+	var next string
+	var err error
+	if in.conf.Integrate == config.Rebase {
+		next, err = wt.Rebase(ctx, tip)
+	} else {
+		next, err = wt.Merge(ctx, branch, fmt.Sprintf("integrate %s\n\nOrch-Integrated: %s\n", s.Plan, s.Plan))
+	}
+	var ce *git.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		s.Outcome, s.Files = Conflict, ce.Files
+		return "", s
+	case err != nil:
+		s.Outcome, s.Reason = IntegrateFail, err.Error()
+		return "", s
+	}
+	for _, c := range in.gates(s.Plan) {
+		r := runCmd(dir, c, in.o.GateTimeout)
+		if r.Failed() {
+			s.Outcome, s.Reason = IntegrateFail, "acceptance gate fails on the combined code: "+r.Summary()
+			return "", s
+		}
+	}
+	return next, IntegrateStep{}
+}
+
+// gates are the plan's acceptance commands, as the lead loop enforced
+// them (PLAN.md's for older records).
+func (in *integration) gates(name string) []string {
+	if p := in.st.Plans[name]; p != nil && p.Def != nil {
+		return p.Def.Acceptance
+	}
+	if d, err := plans.Load(in.root, name); err == nil {
+		return d.Acceptance
+	}
+	return nil
+}
+
+// advance fast-forwards the base branch in the repo's checkout from tip to
+// next. If the branch is no longer at tip, nothing changes and its head is
+// returned.
+func (in *integration) advance(tip, next string) (string, error) {
+	lk, err := flock.Exclusive(filepath.Join(OrchDir(in.root), GitLockFile))
+	if err != nil {
+		return "", err
+	}
+	defer lk.Unlock()
+	now, err := in.repo.RevParse(in.ctx, "refs/heads/"+in.base)
+	if err != nil {
+		return "", err
+	}
+	if now != tip {
+		return now, nil
+	}
+	if cur, err := in.repo.CurrentBranch(in.ctx); err != nil || cur != in.base {
+		return "", fmt.Errorf("the repo's checkout left %s while integrating (now %q): nothing moved", in.base, cur)
+	}
+	if err := in.repo.FastForward(in.ctx, next); err != nil {
+		return "", fmt.Errorf("%w (local changes in the repo's checkout? commit or stash them, then run orch integrate again)", err)
+	}
+	return "", nil
+}
+
+// record tells the lead loop the outcome.
+func (in *integration) record(s IntegrateStep) IntegrateStep {
+	var status string
+	switch s.Outcome {
+	case Integrated:
+		status = "integrated " + s.Commit
+	case Conflict:
+		status = "conflict: " + strings.Join(s.Files, ", ")
+	default:
+		status = "failed: " + s.Reason
+	}
+	res, err := sendCommand(in.root, event.New(event.Integrated, s.Plan, status, "", ""))
+	if err != nil {
+		s.Reason = strings.TrimSpace(s.Reason + "; not recorded: " + err.Error())
+	}
+	s.Spooled = res.Spooled
+	return s
+}

@@ -1,0 +1,345 @@
+package lead
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/atomicfile"
+	"github.com/orch-dev/orch/plans"
+)
+
+// Worktree isolation. Each worker wN edits its own linked git worktree,
+// .orch/worktrees/wN; a plan is worked on a branch orch/<plan> made from a
+// recorded base commit (the base branch's head when it is dispatched; for a
+// verification round, the head of the verified plan's branch, so the
+// verifier sees the work). At the harvest the lead commits what the worker
+// left in its worktree onto that branch and copies RESULT.md into the repo,
+// where it is committed on the base branch as in shared isolation. The code
+// stays on the branch until orch integrate merges it.
+
+// WorktreesDir is where the workers' worktrees live, under .orch/.
+const WorktreesDir = "worktrees"
+
+// IncludeFile lists files (git-ignored ones, like .env) copied from the
+// repo into each worktree before a plan is dispatched.
+const IncludeFile = ".worktreeinclude"
+
+// BranchPrefix starts the name of every plan branch.
+const BranchPrefix = "orch/"
+
+// PlanBranch is the branch a plan is worked on in worktree isolation.
+func PlanBranch(plan string) string { return BranchPrefix + plan }
+
+// isolated reports whether workers edit their own worktrees.
+func (l *Loop) isolated() bool { return l.conf.Isolation == config.Worktree }
+
+// WorktreeDir is worker id's worktree in the repo at root.
+func WorktreeDir(root, id string) string { return filepath.Join(OrchDir(root), WorktreesDir, id) }
+
+// workDir is where worker id edits: its worktree, or the repo itself in
+// shared isolation.
+func (l *Loop) workDir(id string) string {
+	if !l.isolated() || id == "" {
+		return l.cfg.Root
+	}
+	return WorktreeDir(l.cfg.Root, id)
+}
+
+// ensureWorktree makes worker id's worktree if it is not there (detached
+// at HEAD) and returns its directory.
+func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
+	dir := WorktreeDir(l.cfg.Root, id)
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
+		return dir, nil
+	}
+	// A folder left without its .git file (or a stale registration) is
+	// cleared first; a worktree's own work is committed on its branches.
+	_ = l.repo.RemoveWorktree(ctx, dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("worktree %s: %w", id, err)
+	}
+	head, err := l.repo.Head(ctx)
+	if err != nil {
+		return "", fmt.Errorf("worktree %s: %w", id, err)
+	}
+	if err := l.repo.AddWorktree(ctx, dir, head); err != nil {
+		return "", err
+	}
+	l.log.Info("worktree made", "worker", id, "dir", dir)
+	return dir, nil
+}
+
+// prepare readies worker w's worktree for plan p before the dispatch line
+// is typed: what the worker left from its last plan is committed on that
+// plan's branch, the plan's branch is checked out (made at its base the
+// first time; a later attempt goes on where the last one stopped), the
+// plan folder is brought over, .worktreeinclude files are copied, and the
+// setup command runs. An error means the worker does not get the plan.
+func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
+	dir, err := l.ensureWorktree(ctx, w.ID)
+	if err != nil {
+		return err
+	}
+	wt := l.repo.At(dir)
+	if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
+		return err
+	}
+	branch := PlanBranch(p.Name)
+	// A branch is checked out in one worktree at a time: the worker that
+	// had this plan before lets go of it (its leftovers saved first).
+	if holder, err := l.repo.WorktreeOf(ctx, branch); err != nil {
+		return err
+	} else if holder != "" && filepath.Clean(holder) != filepath.Clean(dir) {
+		other := l.repo.At(holder)
+		if err := l.saveLeftovers(ctx, other, filepath.Base(holder)); err != nil {
+			return err
+		}
+		if err := other.Detach(ctx, "HEAD"); err != nil {
+			return err
+		}
+	}
+	if p.Base == "" {
+		base := "HEAD"
+		if parent := l.st.Plans[p.VerifyOf]; parent != nil {
+			if sha, err := l.repo.RevParse(ctx, "refs/heads/"+PlanBranch(parent.Name)); err == nil {
+				base = sha
+			}
+		}
+		if p.Base, err = l.repo.RevParse(ctx, base); err != nil {
+			return err
+		}
+	}
+	created, err := wt.SwitchNew(ctx, branch, p.Base)
+	if err != nil {
+		return err
+	}
+	if err := l.syncPlanFolder(p.Name, dir); err != nil {
+		return err
+	}
+	if err := l.copyIncludes(ctx, dir); err != nil {
+		return err
+	}
+	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
+	if l.conf.Setup != "" {
+		r := runCmd(dir, l.conf.Setup, time.Duration(l.conf.SetupTimeout))
+		if r.Failed() {
+			return fmt.Errorf("%w: %s", ErrSetup, strings.TrimPrefix(r.Summary(), "gate "))
+		}
+	}
+	return nil
+}
+
+// ErrSetup is a failed setup command (orch.yaml's setup).
+var ErrSetup = errors.New("setup command failed")
+
+// saveLeftovers commits whatever is uncommitted in a worktree onto its
+// branch, so switching branches never carries or loses work. On a detached
+// HEAD there is no branch to keep it on: it is left in place.
+func (l *Loop) saveLeftovers(ctx context.Context, wt *git.Repo, id string) error {
+	branch, err := wt.CurrentBranch(ctx)
+	if err != nil || branch == "" {
+		return err
+	}
+	skip, err := l.includes(ctx)
+	if err != nil {
+		return err
+	}
+	sha, err := wt.CommitAll(ctx, fmt.Sprintf("%s: work left by %s\n\nWorker: %s\n", branch, id, id), skip...)
+	if err == nil && sha != "" {
+		l.log.Info("leftover work committed on its branch", "worker", id, "branch", branch, "commit", short(sha))
+	}
+	return err
+}
+
+// collect is the worktree half of a harvest: everything the worker left is
+// committed on the plan's branch and its RESULT.md is copied into the repo
+// (where the harvest commits it). Doing it twice changes nothing.
+func (l *Loop) collect(ctx context.Context, e event.Event) error {
+	if !l.isolated() {
+		return nil
+	}
+	dir := l.workDir(e.Worker)
+	wt := l.repo.At(dir)
+	branch, err := wt.CurrentBranch(ctx)
+	if err != nil {
+		return fmt.Errorf("collect %s: %w", e.Plan, err)
+	}
+	if branch == PlanBranch(e.Plan) {
+		skip, err := l.includes(ctx)
+		if err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("%s: %s\n\nWorker: %s\n%s: %s\n", e.Plan, subjectLine(e.Status), e.Worker, TrailerEvent, e.ID)
+		if _, err := wt.CommitAll(ctx, msg, skip...); err != nil {
+			return fmt.Errorf("collect %s: %w", e.Plan, err)
+		}
+	}
+	data, err := plans.ReadResult(dir, e.Plan, MaxResult)
+	if err != nil {
+		return nil // the harvest reads the repo's copy and says what is wrong
+	}
+	dst := filepath.Join(l.cfg.Root, filepath.FromSlash(plans.RelResultPath(e.Plan)))
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("collect %s: %w", e.Plan, err)
+	}
+	if err := atomicfile.Write(dst, data, 0o644); err != nil {
+		return fmt.Errorf("collect %s: %w", e.Plan, err)
+	}
+	return nil
+}
+
+// syncPlanFolder copies the repo's PLAN.md of a plan into a worktree when
+// the branch does not have it as it is (a verification round's plan is
+// committed on the base branch, not on the branch it verifies).
+func (l *Loop) syncPlanFolder(name, dir string) error {
+	rel := filepath.Join(plans.Dir, name, plans.PlanFile)
+	src, err := os.ReadFile(filepath.Join(l.cfg.Root, rel))
+	if err != nil {
+		return fmt.Errorf("plan %s: %w", name, err)
+	}
+	dst := filepath.Join(dir, rel)
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, src) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(dst, src, 0o644)
+}
+
+// includes reads the committed .worktreeinclude: one path per line,
+// relative to the repo root, # comments; paths must stay inside the repo.
+func (l *Loop) includes(ctx context.Context) ([]string, error) {
+	data, err := l.repo.Show(ctx, "HEAD", IncludeFile)
+	if err != nil {
+		return nil, nil // none committed
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		clean := filepath.Clean(line)
+		if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") ||
+			clean == ".git" || strings.HasPrefix(clean, ".git/") || clean == ".orch" || strings.HasPrefix(clean, ".orch/") {
+			return nil, fmt.Errorf("%s line %d: %q must be a path inside the repo (not .git or .orch)", IncludeFile, n, line)
+		}
+		out = append(out, filepath.ToSlash(clean))
+	}
+	return out, nil
+}
+
+// copyIncludes copies the .worktreeinclude files that exist in the repo
+// into a worktree (regular files only; a missing one is skipped).
+func (l *Loop) copyIncludes(ctx context.Context, dir string) error {
+	list, err := l.includes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rel := range list {
+		src := filepath.Join(l.cfg.Root, filepath.FromSlash(rel))
+		fi, err := os.Lstat(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s: %s is not a regular file (symlinks and folders are not copied)", IncludeFile, rel)
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.Write(dst, data, fi.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareFailed records a plan whose worktree could not be readied: a
+// failed setup command fails the plan (the user must see it, and it would
+// fail again on any worker); anything else (git refused) leaves it queued
+// for the next event, the worker free.
+func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) {
+	reason := event.Clean("worktree for " + w.ID + ": " + err.Error())
+	if errors.Is(err, ErrSetup) {
+		p.Attempts++
+		p.State, p.Reason, p.Worker, p.Updated = PlanFailed, reason, w.ID, l.cfg.Now().UTC()
+		id := fmt.Sprintf("setup-%s-%d", p.Name, p.Attempts)
+		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, id, p.Name, w.ID, reason, ""))
+		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
+	} else {
+		p.Reason = reason
+		l.log.Error("worktree not ready: plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
+	}
+	p.Def = nil
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+	l.flushOutbox()
+}
+
+// integrated records orch integrate's outcome for a plan. A worker's
+// worktree that still has the plan's branch checked out lets go of it
+// (detached where the branch is) once the plan is in: the branch is kept.
+func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string) {
+	p := l.st.Plans[e.Plan]
+	if p == nil {
+		return nil, "ignored: unknown plan"
+	}
+	switch p.State {
+	case PlanDone, PlanVerified, PlanConflict, PlanIntegrated:
+	default:
+		return nil, "ignored: plan is " + p.State
+	}
+	now := l.cfg.Now().UTC()
+	kind, status, ok := strings.Cut(e.Status, " ")
+	switch {
+	case kind == "integrated" && ok:
+		if p.State == PlanIntegrated && p.Merged == status {
+			return nil, "ignored: already integrated"
+		}
+		p.State, p.Merged, p.Reason, p.Updated = PlanIntegrated, status, "", now
+		if w := l.st.Worker(p.Worker); w != nil && w.Plan == "" && l.isolated() {
+			wt := l.repo.At(l.workDir(w.ID))
+			if b, err := wt.CurrentBranch(ctx); err == nil && b == PlanBranch(p.Name) {
+				if err := wt.Detach(ctx, "HEAD"); err != nil {
+					l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
+				}
+			}
+		}
+		l.log.Info("integrated", "plan", p.Name, "commit", short(status))
+		return newCallback(CallbackIntegrated, e.ID, p.Name, p.Worker, short(status), status), "integrated"
+	case kind == "conflict:":
+		p.State, p.Reason, p.Updated = PlanConflict, "conflict with the base branch in "+status, now
+		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
+		return newCallback(CallbackConflict, e.ID, p.Name, p.Worker, status, ""), "conflict"
+	case kind == "failed:":
+		p.State, p.Reason, p.Updated = PlanFailed, "integration: "+status, now
+		return newCallback(CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
+	}
+	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
+}
