@@ -38,6 +38,7 @@ const (
 	Idle       Kind = "idle"        // the agent's turn ended; the lead decides whether the plan was left unfinished
 	Failed     Kind = "failed"      // the agent stopped on an error (API error, crash); Status: the reason
 	// Lead records.
+	Exited     Kind = "exited"     // lead record: a headless worker's process for Plan (attempt Attempt) ended; Status: how
 	Integrated Kind = "integrated" // lead record: orch integrate's outcome for Plan; Status: "integrated <sha>", "conflict: <files>" or "failed: <why>"
 )
 
@@ -86,7 +87,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated {
+	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -138,17 +139,18 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Integrated:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Integrated, Exited:
 		return true
 	}
 	return false
 }
 
 // PlanOptional says whether an event of kind k may leave Plan empty: the
-// lead loop then means the plan its worker holds. A pane's death and an
-// agent's hooks know the worker, not always the plan.
+// lead loop then means the plan its worker holds (for a headless exit: no
+// plan). A pane's death and an agent's hooks know the worker, not always
+// the plan.
 func PlanOptional(k Kind) bool {
-	return k == Died || k == NeedsInput || k == Idle || k == Failed
+	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Exited
 }
 
 func validID(id string) bool {

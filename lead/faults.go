@@ -220,6 +220,9 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 	// finish typing even if orch serve is asked to stop meanwhile.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if w.Headless {
+		return l.startHeadless(w, plan, line)
+	}
 	if err := l.checkPane(ctx, w); err != nil {
 		return err
 	}

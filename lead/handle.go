@@ -137,6 +137,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		note = l.regate(e)
 	case event.Integrated:
 		cb, note = l.integrated(ctx, e)
+	case event.Exited:
+		cb, note = l.exited(e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
@@ -462,6 +464,11 @@ func (l *Loop) free(w *Worker) {
 	}
 	if w.State != WorkerDead {
 		w.State = WorkerIdle
+	}
+	if w.Headless && w.PID != 0 {
+		// Its process is still finishing in the worktree: the next plan
+		// waits for the exit (the exited record frees it).
+		w.State, w.Reason = WorkerBusy, fmt.Sprintf("process %d finishing", w.PID)
 	}
 	w.Plan = ""
 	w.Since = l.cfg.Now().UTC()

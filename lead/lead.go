@@ -72,6 +72,10 @@ type Config struct {
 	GateTimeout time.Duration
 	// Stagger spreads dispatches: at most one per Stagger (0: no limit).
 	Stagger time.Duration
+	// Headless runs each plan as a child process (HeadlessCommand of the
+	// dispatch line) instead of typing into a tmux pane.
+	Headless        bool
+	HeadlessCommand func(prompt string) string
 	// Isolation overrides orch.yaml's isolation (config.Worktree or
 	// config.Shared); empty keeps the file's (default: worktree).
 	Isolation string
@@ -102,6 +106,8 @@ type Loop struct {
 	stopped chan struct{}
 	// lost are plans whose worker's pane was gone at start; see fleetUp.
 	lost []lostPlan
+	// pendingExits are headless processes found gone at start.
+	pendingExits []exitNote
 	// pending runs once the current event's effect is recorded.
 	pending []func()
 	// wake re-runs the scheduler when a stagger interval has passed.
@@ -206,7 +212,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer unix.Close(stop[0])
 	defer unix.Close(stop[1]) // closing the write end wakes every pane watcher
 
-	if cfg.Workers > 0 {
+	if cfg.Workers > 0 && cfg.Headless {
+		if err := l.headlessUp(); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	} else if cfg.Workers > 0 {
 		l.tmux = tmux.New(cfg.TmuxSocket)
 		if err := l.fleetUp(ctx); err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -250,6 +260,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// workers sent before (pending messages, the spool), so a "done" that was
 	// waiting is harvested before its plan could be queued again.
 	l.reportLost()
+	l.reportExits()
 
 	if n, err := l.b.RewindLead(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)

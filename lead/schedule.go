@@ -17,7 +17,7 @@ import (
 // marked dispatched but never typed (found by its missing "started"), but
 // never typed twice.
 func (l *Loop) schedule(ctx context.Context) {
-	if l.tmux == nil {
+	if l.tmux == nil && !l.cfg.Headless {
 		return
 	}
 	for {
@@ -166,7 +166,9 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		l.save()
 		return
 	}
-	l.armAck(p, false)
+	if !w.Headless {
+		l.armAck(p, false) // a headless process's exit says more, and sooner
+	}
 	if parent := l.st.Plans[p.VerifyOf]; parent != nil && parent.Verification != nil {
 		v := parent.Verification
 		parent.Verifier, parent.Reason = w.ID, fmt.Sprintf("verification round %d of %d: %s verifying (%s)", v.Round, v.Rounds, w.ID, p.Name)

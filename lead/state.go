@@ -45,13 +45,17 @@ const maxRejected = 100
 
 // Worker is one worker as the lead loop knows it.
 type Worker struct {
-	ID     string    `json:"id"`
-	State  string    `json:"state"`
-	Plan   string    `json:"plan,omitempty"`
-	Pane   string    `json:"pane,omitempty"`
-	Host   string    `json:"host,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	Since  time.Time `json:"since"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Plan  string `json:"plan,omitempty"`
+	Pane  string `json:"pane,omitempty"`
+	Host  string `json:"host,omitempty"`
+	// Headless workers have no pane: each plan runs the agent's headless
+	// command as a child process, PID while it runs.
+	Headless bool      `json:"headless,omitempty"`
+	PID      int       `json:"pid,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Since    time.Time `json:"since"`
 }
 
 // Plan is one plan's run state.
@@ -243,7 +247,7 @@ func (st *State) reject(r Rejection) {
 func (st *State) idleWorkers() []*Worker {
 	var out []*Worker
 	for _, w := range st.Workers {
-		if w.State == WorkerIdle && w.Pane != "" {
+		if w.State == WorkerIdle && (w.Pane != "" || w.Headless) {
 			out = append(out, w)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,16 +16,22 @@ func newAgentCmd(s streams) *cobra.Command {
 		Use:    "agent",
 		Short:  "The built-in scripted agent (what orch demo runs in each pane)",
 		Hidden: true,
-		Args:   exactArgs(0, "no arguments"),
-		RunE:   func(cmd *cobra.Command, _ []string) error { return agentRun(cmd.Context(), s) },
+		Args:   cobra.MaximumNArgs(1),
+		RunE:   func(cmd *cobra.Command, args []string) error { return agentRun(cmd.Context(), s, args) },
 	}
 }
 
-func agentRun(ctx context.Context, s streams) error {
+// agentRun reads dispatch lines from stdin, as an agent in a pane does, or,
+// given one as its argument (headless), runs that plan and exits.
+func agentRun(ctx context.Context, s streams, args []string) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return err
 	}
-	a := &demo.Agent{Dir: wd, In: s.In, Out: s.Out, Runner: runner.OS{}}
+	in := s.In
+	if len(args) == 1 {
+		in = strings.NewReader(args[0] + "\n")
+	}
+	a := &demo.Agent{Dir: wd, In: in, Out: s.Out, Runner: runner.OS{}}
 	return a.Run(ctx)
 }

@@ -84,6 +84,7 @@ func scriptParams(dir string) testscript.Params {
 			"waitfile":    cmdWaitFile,
 			"checkreport": cmdCheckReport,
 			"checkdeps":   cmdCheckDeps,
+			"hidetmux":    cmdHideTmux,
 		},
 	}
 }
@@ -263,4 +264,30 @@ func cmdCheckDeps(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("no dependency to check")
 	}
 	ts.Logf("checkdeps: %d dependencies held", checked)
+}
+
+// hidetmux: from here on the script's PATH has every program it had
+// except tmux (a folder of links), so nothing run can reach tmux.
+func cmdHideTmux(ts *testscript.TestScript, neg bool, args []string) {
+	dir := filepath.Join(ts.Getenv("WORK"), ".notmux-bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		ts.Fatalf("%v", err)
+	}
+	for _, d := range filepath.SplitList(ts.Getenv("PATH")) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if e.Name() == "tmux" || e.IsDir() {
+				continue
+			}
+			// The first folder on PATH wins, as in a lookup.
+			os.Symlink(filepath.Join(d, e.Name()), filepath.Join(dir, e.Name()))
+		}
+	}
+	ts.Setenv("PATH", dir)
+	if _, err := exec.LookPath(filepath.Join(dir, "tmux")); err == nil {
+		ts.Fatalf("tmux still reachable")
+	}
 }

@@ -25,6 +25,7 @@ type serveOptions struct {
 	GateTimeout time.Duration
 	Stagger     time.Duration
 	Isolation   string
+	Headless    bool
 	Verbose     bool
 }
 
@@ -40,6 +41,9 @@ func newServeCmd(s streams) *cobra.Command {
 			}
 			if o.Isolation != "" && o.Isolation != "worktree" && o.Isolation != "shared" {
 				return usagef("--isolation must be worktree or shared")
+			}
+			if o.Headless && o.Workers == 0 {
+				return usagef("--headless needs --workers N (how many plans may run at once)")
 			}
 			if o.Workers > 0 && strings.TrimSpace(o.Agent) == "" {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
@@ -64,6 +68,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
 	cmd.Flags().DurationVar(&o.Stagger, "stagger", 0, "at most one dispatch per this interval, so results do not arrive in one burst (e.g. 2m)")
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
+	cmd.Flags().BoolVar(&o.Headless, "headless", false, "no tmux: run each plan as a child process of the agent's headless command (output in .orch/logs/)")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	return cmd
 }
@@ -91,7 +96,11 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		GateTimeout: o.GateTimeout,
 		Stagger:     o.Stagger,
 		Isolation:   o.Isolation,
-		Fault:       os.Getenv(lead.FaultEnv),
-		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
+		Headless:    o.Headless,
+		HeadlessCommand: func(prompt string) string {
+			return o.Agent + " " + lead.ShellQuote(prompt)
+		},
+		Fault:  os.Getenv(lead.FaultEnv),
+		Logger: slog.New(lead.NewLineHandler(s.Err, level)),
 	})
 }

@@ -1,0 +1,266 @@
+package lead
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/notify"
+)
+
+// The headless backend: no tmux. Each plan runs the agent's headless
+// command (the dispatch line as its prompt) as a child process in the
+// worker's worktree. The process's exit is an event: the waiting goroutine
+// publishes an exited record into the stream, behind the worker's own
+// orch-notify done, and the loop decides: a plan still held then failed
+// (the agent stopped without saying done). Its output goes to
+// .orch/logs/<plan>-<attempt>.log, cut at MaxLog.
+
+// LogsDir holds headless agents' output, under .orch/.
+const LogsDir = "logs"
+
+// MaxLog bounds one headless run's captured output.
+const MaxLog = 1 << 20
+
+// headlessUp records the headless workers. A process recorded by an
+// earlier lead loop (it outlives orch serve, like an agent in a pane) is
+// watched again; if it is gone, its exit is reported at start.
+func (l *Loop) headlessUp() error {
+	if l.cfg.HeadlessCommand == nil {
+		return errors.New("headless: no headless command for the agent")
+	}
+	now := l.cfg.Now().UTC()
+	for i := 1; i <= l.cfg.Workers; i++ {
+		id := fmt.Sprintf("w%d", i)
+		w := l.st.Worker(id)
+		if w == nil {
+			w = &Worker{ID: id, State: WorkerIdle, Since: now}
+			l.st.Workers = append(l.st.Workers, w)
+		}
+		if w.Pane != "" {
+			return fmt.Errorf("headless: %s has tmux pane %s from an earlier orch serve; stop that fleet with orch down first", id, w.Pane)
+		}
+		w.Headless, w.Host = true, hostname()
+		if w.State == WorkerDead {
+			w.State, w.Reason = WorkerIdle, ""
+		}
+		if w.PID != 0 {
+			l.rewatch(w)
+		} else if w.Plan == "" {
+			w.State = WorkerIdle
+		}
+	}
+	sort.Slice(l.st.Workers, func(i, j int) bool { return workerNum(l.st.Workers[i].ID) < workerNum(l.st.Workers[j].ID) })
+	return l.save()
+}
+
+// exitNote is a headless process that ended, to be published.
+type exitNote struct {
+	worker, plan string
+	attempt, pid int
+	how          string
+}
+
+// rewatch watches a process recorded by an earlier lead loop. It is not
+// this loop's child, so its exit status is unknown: only that it ended.
+func (l *Loop) rewatch(w *Worker) {
+	n := exitNote{worker: w.ID, plan: w.Plan, attempt: l.attemptOf(w.Plan), pid: w.PID}
+	fd, err := unix.PidfdOpen(w.PID, 0)
+	if err != nil {
+		// Published by reportExits, once the stream is caught up.
+		n.how = "ended while orch serve was down"
+		l.pendingExits = append(l.pendingExits, n)
+		return
+	}
+	l.log.Info("headless process from an earlier orch serve still runs; watching it", "worker", w.ID, "pid", w.PID, "plan", w.Plan)
+	go func() {
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(l.stopR), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1) // -1: block until the process ends or the loop stops
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		if fds[0].Revents != 0 && fds[1].Revents == 0 {
+			n.how = "ended (started by an earlier orch serve: status unknown)"
+			l.publishExit(n)
+		}
+	}()
+}
+
+func (l *Loop) attemptOf(plan string) int {
+	if p := l.st.Plans[plan]; p != nil {
+		return p.Attempts
+	}
+	return 0
+}
+
+// reportExits publishes the exits found at start.
+func (l *Loop) reportExits() {
+	pending := l.pendingExits
+	l.pendingExits = nil
+	for _, n := range pending {
+		l.publishExit(n)
+	}
+}
+
+// startHeadless starts the agent's headless command for a plan.
+func (l *Loop) startHeadless(w *Worker, plan, line string) error {
+	p := l.st.Plans[plan]
+	attempt := 0
+	if p != nil {
+		attempt = p.Attempts
+	}
+	env, err := l.workerEnv(w.ID)
+	if err != nil {
+		return err
+	}
+	logs := filepath.Join(l.orchDir, LogsDir)
+	if err := os.MkdirAll(logs, 0o700); err != nil {
+		return err
+	}
+	logPath := filepath.Join(logs, fmt.Sprintf("%s-%d.log", plan, attempt))
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	cmdline := l.cfg.HeadlessCommand(line)
+	if l.cfg.BinDir != "" {
+		cmdline = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; " + cmdline
+	}
+	cmd := exec.Command("sh", "-c", cmdline)
+	cmd.Dir = l.workDir(w.ID)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "ORCH_PLAN="+plan, "ORCH_PROMPT="+line)
+	out := &capped{f: f, left: MaxLog}
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group: a Ctrl-C meant for orch serve does not stop
+	// the agent, which, like one in a pane, outlives a lead loop restart.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	w.PID = cmd.Process.Pid
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+	l.log.Info("headless agent started", "plan", plan, "worker", w.ID, "pid", w.PID, "log", logPath)
+	n := exitNote{worker: w.ID, plan: plan, attempt: attempt, pid: w.PID}
+	go func() {
+		err := cmd.Wait() // the process's exit is the event; nothing is polled
+		out.close()
+		n.how = "exit status 0"
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				n.how = "killed by signal " + ws.Signal().String()
+			} else {
+				n.how = fmt.Sprintf("exit status %d", ee.ExitCode())
+			}
+		case err != nil:
+			n.how = err.Error()
+		}
+		if l.stopping.Load() {
+			return
+		}
+		l.publishExit(n)
+	}()
+	return nil
+}
+
+// publishExit puts an exited record into the stream. Its id is derived
+// from the process and the attempt, so reporting it twice has one effect.
+func (l *Loop) publishExit(n exitNote) {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("exited %s %s %d %d", n.worker, n.plan, n.attempt, n.pid)))
+	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Exited, Worker: n.worker, Plan: n.plan,
+		Attempt: n.attempt, Status: fmt.Sprintf("process %d %s", n.pid, n.how), Host: hostname(), Time: time.Now().UTC()}
+	if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
+		// The broker lives in this process: failing here means it is
+		// stopping, and the next start finds the process gone and reports it.
+		l.log.Error("report headless exit", "worker", n.worker, "plan", n.plan, "err", err)
+	}
+}
+
+// exited handles a headless process's end: the worker is free again, and a
+// plan it still held (no done came first) failed.
+func (l *Loop) exited(e event.Event) (*Callback, string) {
+	w := l.st.Worker(e.Worker)
+	if w == nil || !w.Headless {
+		return nil, "ignored: not a headless worker"
+	}
+	pid := 0
+	fmt.Sscanf(e.Status, "process %d", &pid)
+	if w.PID != pid {
+		return nil, "ignored: an earlier process of " + w.ID
+	}
+	now := l.cfg.Now().UTC()
+	w.PID, w.Reason, w.Since = 0, "", now
+	if w.State != WorkerDead {
+		w.State = WorkerIdle
+	}
+	p := l.st.Plans[e.Plan]
+	if p == nil || w.Plan != e.Plan || p.Worker != w.ID || p.Attempts != e.Attempt ||
+		(p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
+		w.Plan = ""
+		return nil, "worker free: " + e.Status
+	}
+	w.Plan = ""
+	log := filepath.Join(notify.DirName, LogsDir, fmt.Sprintf("%s-%d.log", p.Name, p.Attempts))
+	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log), now
+	l.log.Warn("headless agent ended without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
+	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
+}
+
+// capped writes to a file until left bytes are used, then notes the cut
+// once and drops the rest.
+type capped struct {
+	mu   sync.Mutex
+	f    *os.File
+	left int
+	cut  bool
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(b)
+	if c.left > 0 {
+		w := b
+		if len(w) > c.left {
+			w = w[:c.left]
+		}
+		c.f.Write(w)
+		c.left -= len(w)
+		b = b[len(w):]
+	}
+	if len(b) > 0 && !c.cut {
+		c.cut = true
+		fmt.Fprintf(c.f, "\n…[output cut at %d bytes]\n", MaxLog)
+	}
+	return n, nil
+}
+
+func (c *capped) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.f.Close()
+}
