@@ -26,12 +26,9 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	}
 	l.st.Session = name
 	found := map[string]tmux.Pane{}
-	if has && l.st.Isolation != "" && l.st.Isolation != l.conf.Isolation {
-		// Its panes run in the other kind of checkout: the agents would edit
-		// where the lead does not look.
-		return fmt.Errorf("%w: the fleet in tmux session %s runs with isolation %s, not %s; stop it with orch down first", ErrNoFleet, name, l.st.Isolation, l.conf.Isolation)
+	if err := l.adoptIsolation(has); err != nil {
+		return err
 	}
-	l.st.Isolation = l.conf.Isolation
 	if has {
 		panes, err := l.tmux.ListPanes(ctx, name)
 		if err != nil {

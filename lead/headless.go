@@ -41,6 +41,13 @@ func (l *Loop) headlessUp() error {
 	if l.cfg.HeadlessCommand == nil {
 		return errors.New("headless: no headless command for the agent")
 	}
+	busy := false
+	for _, w := range l.st.Workers {
+		busy = busy || w.PID != 0 || w.Plan != ""
+	}
+	if err := l.adoptIsolation(busy); err != nil {
+		return err
+	}
 	now := l.cfg.Now().UTC()
 	for i := 1; i <= l.cfg.Workers; i++ {
 		id := fmt.Sprintf("w%d", i)

@@ -132,7 +132,9 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	}
 	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
 	if l.conf.Setup != "" {
-		r := runCmd(dir, l.conf.Setup, time.Duration(l.conf.SetupTimeout))
+		// The setup command knows which plan and worker it prepares for.
+		setup := "ORCH_PLAN=" + ShellQuote(p.Name) + " ORCH_WORKER=" + ShellQuote(w.ID) + "; export ORCH_PLAN ORCH_WORKER; " + l.conf.Setup
+		r := runCmd(dir, setup, time.Duration(l.conf.SetupTimeout))
 		if r.Failed() {
 			return fmt.Errorf("%w: %s", ErrSetup, strings.TrimPrefix(r.Summary(), "gate "))
 		}
@@ -342,4 +344,15 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string
 		return newCallback(CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
+}
+
+// adoptIsolation records the isolation the fleet runs with. A fleet still
+// at work (live panes, running processes) keeps the one it started with:
+// its agents would edit where the lead no longer looks.
+func (l *Loop) adoptIsolation(inUse bool) error {
+	if inUse && l.st.Isolation != "" && l.st.Isolation != l.conf.Isolation {
+		return fmt.Errorf("%w: the fleet runs with isolation %s, not %s; stop it with orch down first", ErrNoFleet, l.st.Isolation, l.conf.Isolation)
+	}
+	l.st.Isolation = l.conf.Isolation
+	return nil
 }
