@@ -14,6 +14,9 @@ const (
 	CallbackDied     = "died" // Plan holds the worker id
 	CallbackVerified = "verified"
 	CallbackRefuted  = "refuted"
+	// From an agent's hooks (see hooks.go).
+	CallbackNeedsInput = "needs-input" // the agent waits for a person
+	CallbackIdle       = "idle"        // the agent's turn ended without orch-notify done
 )
 
 // Callback is what orch wait prints: one line for the lead, plus the fields
@@ -30,7 +33,7 @@ type Callback struct {
 
 func newCallback(kind, eventID, plan, worker, status, commit string) *Callback {
 	word := map[string]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED",
-		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED"}[kind]
+		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED", CallbackNeedsInput: "WORKER-NEEDS-INPUT", CallbackIdle: "WORKER-IDLE"}[kind]
 	line := fmt.Sprintf("%s %s: %s", word, plan, oneLine(status))
 	if status == "" {
 		line = word + " " + plan

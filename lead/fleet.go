@@ -145,7 +145,10 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 	if err != nil {
 		return "", 0, err
 	}
-	command := l.cfg.Agent
+	command, err := l.paneCommand(id)
+	if err != nil {
+		return "", 0, err
+	}
 	if l.cfg.BinDir != "" {
 		// The pane's shell may be a login shell that resets PATH from the
 		// user's profile; set it again right before the agent starts.

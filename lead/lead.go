@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
@@ -71,6 +72,9 @@ type Config struct {
 	GateTimeout time.Duration
 	// Stagger spreads dispatches: at most one per Stagger (0: no limit).
 	Stagger time.Duration
+	// Profile, when set, is what Agent resolved to (package agent): each
+	// pane runs its interactive command with its hooks installed.
+	Profile *agent.Profile
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an

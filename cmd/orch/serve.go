@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/lead"
 )
 
@@ -25,6 +24,7 @@ type serveOptions struct {
 	GateTimeout time.Duration
 	Stagger     time.Duration
 	Verbose     bool
+	profile     *agent.Profile // what Agent resolved to
 }
 
 func newServeCmd(s streams) *cobra.Command {
@@ -41,19 +41,17 @@ func newServeCmd(s streams) *cobra.Command {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
 			}
 			if o.Workers > 0 {
-				// A missing agent is an error here, never a fleet of panes
-				// that die at once (orch doctor --agent says more).
-				if first := strings.Fields(o.Agent)[0]; !strings.Contains(first, "=") {
-					if _, err := exec.LookPath(first); err != nil {
-						return fmt.Errorf("--agent %q: %q is not on PATH: install it or give its full path", o.Agent, first)
-					}
+				p, err := resolveAgent(cmd.Context(), o.Agent)
+				if err != nil {
+					return err
 				}
+				o.profile = p
 			}
 			return serveRun(cmd.Context(), o, s)
 		},
 	}
 	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of worker panes to run in tmux")
-	cmd.Flags().StringVar(&o.Agent, "agent", "", "command each worker pane runs, e.g. \"claude\"")
+	cmd.Flags().StringVar(&o.Agent, "agent", "", "agent profile (claude, codex, gemini, aider, or one from orch.yaml) or command each worker pane runs")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
@@ -85,6 +83,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		DupeWindow:  o.DupeWindow,
 		GateTimeout: o.GateTimeout,
 		Stagger:     o.Stagger,
+		Profile:     o.profile,
 		Fault:       os.Getenv(lead.FaultEnv),
 		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
 	})
