@@ -50,7 +50,13 @@ var builtins = map[string]config.Profile{
 var ErrNoAgent = errors.New("no agent")
 
 // ErrNotInstalled marks an agent whose program is not on PATH.
-var ErrNotInstalled = errors.New("not installed")
+var ErrNotInstalled = errors.New("agent not installed")
+
+// notInstalled is an ErrNotInstalled whose text is only the explanation.
+type notInstalled string
+
+func (e notInstalled) Error() string        { return string(e) }
+func (e notInstalled) Is(target error) bool { return target == ErrNotInstalled }
 
 // Profiles returns every named profile: the built-ins with orch.yaml's
 // fields laid over them, and orch.yaml's own, sorted by name. cfg may be nil.
@@ -173,7 +179,7 @@ func (p Profile) Check() (string, error) {
 	}
 	path, err := exec.LookPath(prog)
 	if err != nil {
-		return "", fmt.Errorf("%q is not on PATH: %s (%w)", prog, p.InstallHint(), ErrNotInstalled)
+		return "", notInstalled(fmt.Sprintf("%q is not on PATH: %s", prog, p.InstallHint()))
 	}
 	return path, nil
 }
