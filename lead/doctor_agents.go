@@ -33,7 +33,7 @@ func ProbeAgents(ctx context.Context, root string, timeout time.Duration) []Chec
 	if root != "" {
 		c, err := config.Load(root)
 		if err != nil {
-			out = append(out, Check{Name: config.File, Info: err.Error(), Fix: "fix " + config.File + " at the repo root"})
+			out = append(out, Check{Name: config.File, Info: strings.Join(strings.Fields(err.Error()), " "), Fix: "fix " + config.File + " at the repo root"})
 		} else {
 			cfg = c
 		}
