@@ -17,6 +17,9 @@ const (
 	// From orch integrate.
 	CallbackIntegrated = "integrated"
 	CallbackConflict   = "conflict"
+	// From an agent's hooks (see hooks.go).
+	CallbackNeedsInput = "needs-input" // the agent waits for a person
+	CallbackIdle       = "idle"        // the agent's turn ended without orch-notify done
 )
 
 // Callback is what orch wait prints: one line for the lead, plus the fields
@@ -33,7 +36,8 @@ type Callback struct {
 
 func newCallback(kind, eventID, plan, worker, status, commit string) *Callback {
 	word := map[string]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED",
-		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED", CallbackIntegrated: "INTEGRATED", CallbackConflict: "CONFLICT"}[kind]
+		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED", CallbackIntegrated: "INTEGRATED", CallbackConflict: "CONFLICT",
+		CallbackNeedsInput: "WORKER-NEEDS-INPUT", CallbackIdle: "WORKER-IDLE"}[kind]
 	line := fmt.Sprintf("%s %s: %s", word, plan, oneLine(status))
 	if status == "" {
 		line = word + " " + plan

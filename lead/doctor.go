@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
@@ -20,11 +21,16 @@ type Check struct {
 	OK   bool   `json:"ok"`
 	Info string `json:"info,omitempty"`
 	Fix  string `json:"fix,omitempty"`
+	// Optional checks (agent profiles this machine may not need) do not
+	// make orch doctor fail.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Doctor checks what orch needs on this machine and in this repo, and says
-// how to fix what is missing. agent, if set, is the command workers run.
-func Doctor(ctx context.Context, root, agent, binDir string) []Check {
+// how to fix what is missing. agentSpec, if set, is what orch serve --agent
+// would be given (a profile name or a command); every agent profile is
+// probed too, each version command bounded by probe.
+func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Duration) []Check {
 	var out []Check
 	add := func(c Check) { out = append(out, c) }
 
@@ -59,14 +65,10 @@ func Doctor(ctx context.Context, root, agent, binDir string) []Check {
 		unix.Close(fd)
 		add(Check{Name: "pidfd", OK: true})
 	}
-	if agent != "" {
-		first := strings.Fields(agent)[0]
-		if p, err := exec.LookPath(first); err != nil {
-			add(Check{Name: "agent", Info: agent, Fix: fmt.Sprintf("%q is not on PATH: install it or give --agent the full path", first)})
-		} else {
-			add(Check{Name: "agent", OK: true, Info: p})
-		}
+	if agentSpec != "" {
+		add(agentCheck(root, agentSpec))
 	}
+	out = append(out, ProbeAgents(ctx, root, probe)...)
 	if root == "" {
 		add(Check{Name: "repo", Fix: "run orch inside a git repository"})
 		return out

@@ -148,7 +148,10 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 	if err != nil {
 		return "", 0, err
 	}
-	command := l.cfg.Agent
+	command, err := l.paneCommand(id)
+	if err != nil {
+		return "", 0, err
+	}
 	if l.cfg.BinDir != "" {
 		// The pane's shell may be a login shell that resets PATH from the
 		// user's profile; set it again right before the agent starts.
@@ -190,10 +193,7 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 // setDeathHook makes tmux tell the lead loop, through orch-notify, the
 // moment a worker's program exits: an event, not a poll of the panes.
 func (l *Loop) setDeathHook(ctx context.Context, session string) error {
-	notifyBin := "orch-notify"
-	if l.cfg.BinDir != "" {
-		notifyBin = filepath.Join(l.cfg.BinDir, "orch-notify")
-	}
+	notifyBin := l.notifyBin()
 	for _, s := range []string{notifyBin, l.orchDir} {
 		if strings.ContainsAny(s, "'\"$`\\\n#") {
 			return fmt.Errorf("death hook: path %q has quote, $ or # characters; pane deaths are noticed from the pane process only", s)

@@ -139,6 +139,12 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note = l.integrated(ctx, e)
 	case event.Exited:
 		cb, note = l.exited(e)
+	case event.NeedsInput:
+		cb, note = l.needsInput(e)
+	case event.Idle:
+		cb, note = l.idle(e)
+	case event.Failed:
+		cb, note = l.agentFailed(e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
@@ -223,10 +229,10 @@ func (l *Loop) started(e event.Event) string {
 	if l.revive(p, w) {
 		return "running (late start after the acknowledgement deadline)"
 	}
-	if p.State != PlanDispatched {
+	if p.State != PlanDispatched && p.State != PlanNeedsInput {
 		return "ignored: plan is " + p.State
 	}
-	p.State = PlanRunning
+	p.State, p.Reason = PlanRunning, ""
 	p.Updated = l.cfg.Now().UTC()
 	l.log.Info("running", "plan", e.Plan, "worker", e.Worker)
 	return "running"
@@ -238,7 +244,7 @@ func (l *Loop) blocked(e event.Event) (*Callback, string) {
 		return nil, l.refuse(e, why)
 	}
 	l.revive(p, w)
-	if p.State != PlanDispatched && p.State != PlanRunning {
+	if !working(p.State) {
 		return nil, "ignored: plan is " + p.State
 	}
 	p.State, p.Reason, p.Updated = PlanBlocked, e.Status, l.cfg.Now().UTC()
@@ -257,7 +263,7 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 		return nil, l.refuse(e, why), nil
 	}
 	l.revive(p, w)
-	if p.State != PlanDispatched && p.State != PlanRunning {
+	if !working(p.State) {
 		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
 	}
 	now := l.cfg.Now().UTC()

@@ -38,8 +38,8 @@ const MaxLog = 1 << 20
 // earlier lead loop (it outlives orch serve, like an agent in a pane) is
 // watched again; if it is gone, its exit is reported at start.
 func (l *Loop) headlessUp() error {
-	if l.cfg.HeadlessCommand == nil {
-		return errors.New("headless: no headless command for the agent")
+	if l.cfg.Profile == nil && l.cfg.Agent == "" {
+		return errors.New("headless: no agent command")
 	}
 	busy := false
 	for _, w := range l.st.Workers {
@@ -144,7 +144,11 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	if err != nil {
 		return err
 	}
-	cmdline := l.cfg.HeadlessCommand(line)
+	cmdline, err := l.headlessCommand(w.ID, line)
+	if err != nil {
+		f.Close()
+		return err
+	}
 	if l.cfg.BinDir != "" {
 		cmdline = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; " + cmdline
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/git"
@@ -72,13 +73,16 @@ type Config struct {
 	GateTimeout time.Duration
 	// Stagger spreads dispatches: at most one per Stagger (0: no limit).
 	Stagger time.Duration
-	// Headless runs each plan as a child process (HeadlessCommand of the
-	// dispatch line) instead of typing into a tmux pane.
-	Headless        bool
-	HeadlessCommand func(prompt string) string
+	// Headless runs each plan as a child process (the agent's headless
+	// command with the dispatch line as its prompt) instead of typing into
+	// a tmux pane.
+	Headless bool
 	// Isolation overrides orch.yaml's isolation (config.Worktree or
 	// config.Shared); empty keeps the file's (default: worktree).
 	Isolation string
+	// Profile, when set, is what Agent resolved to (package agent): each
+	// pane runs its interactive command with its hooks installed.
+	Profile *agent.Profile
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an

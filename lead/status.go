@@ -18,14 +18,16 @@ import (
 // StatusView is orch status: workers and plans from the lead loop's record
 // and the plan folders in git. It never reads a screen.
 type StatusView struct {
-	Serving  bool              `json:"serving"`
-	PID      int               `json:"pid,omitempty"`
-	Session  string            `json:"session,omitempty"`
-	Workers  []*Worker         `json:"workers"`
-	Plans    []PlanView        `json:"plans"`
-	Rejected []Rejection       `json:"rejected,omitempty"`
-	Errors   map[string]string `json:"errors,omitempty"`
-	Problems []string          `json:"problems,omitempty"`
+	Serving bool   `json:"serving"`
+	PID     int    `json:"pid,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Isolation is how the fleet's workers edit: worktree or shared.
+	Isolation string            `json:"isolation,omitempty"`
+	Workers   []*Worker         `json:"workers"`
+	Plans     []PlanView        `json:"plans"`
+	Rejected  []Rejection       `json:"rejected,omitempty"`
+	Errors    map[string]string `json:"errors,omitempty"`
+	Problems  []string          `json:"problems,omitempty"`
 }
 
 // PlanView is one plan in orch status.
@@ -33,6 +35,7 @@ type PlanView struct {
 	Plan
 	DependsOn []string `json:"depends_on,omitempty"`
 	Waiting   string   `json:"waiting,omitempty"` // why a queued plan is not dispatched yet
+	Branch    string   `json:"branch,omitempty"`  // its branch, in worktree isolation
 }
 
 // Status builds the status view of the repo at root.
@@ -44,7 +47,7 @@ func Status(root string) (StatusView, error) {
 	}
 	v.PID = ServePID(root)
 	v.Serving = v.PID != 0
-	v.Session = st.Session
+	v.Session, v.Isolation = st.Session, st.Isolation
 	if st.Workers != nil {
 		v.Workers = st.Workers
 	}
@@ -69,6 +72,9 @@ func Status(root string) (StatusView, error) {
 		pv := PlanView{Plan: Plan{Name: n, State: PlanDraft}}
 		if p := st.Plans[n]; p != nil {
 			pv.Plan = *p
+			if p.Base != "" {
+				pv.Branch = PlanBranch(n)
+			}
 		}
 		if d := defs[n]; d != nil {
 			pv.DependsOn = d.DependsOn

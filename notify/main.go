@@ -12,7 +12,9 @@ import (
 
 const usage = `usage: orch-notify started <plan>
        orch-notify done    <plan> <status words...>
-       orch-notify blocked <plan> <reason words...>`
+       orch-notify blocked <plan> <reason words...>
+       orch-notify hook claude          (an agent hook: JSON on stdin; always exits 0)
+       orch-notify hook codex <json>`
 
 // Exit codes.
 const (
@@ -24,6 +26,9 @@ const (
 // Main is orch-notify: it parses args, sends the event and returns the exit
 // code. The command's main only calls it, so tests can run it in-process.
 func Main(args []string, env Env, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "hook" {
+		return Hook(args[1:], env, os.Stdin, stderr)
+	}
 	e, err := parseArgs(args, env)
 	if err != nil {
 		fmt.Fprintf(stderr, "orch-notify: %v\n%s\n", err, usage)

@@ -93,18 +93,9 @@ func FindDir(dir string) (string, error) {
 // mainFromGitFile follows a worktree's ".git" file ("gitdir: <main>/.git/worktrees/<name>")
 // to the main repository's top level.
 func mainFromGitFile(path string) (string, bool) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", false
-	}
-	line := strings.TrimSpace(string(data))
-	gitdir, ok := strings.CutPrefix(line, "gitdir:")
+	gitdir, ok := gitdirFromFile(path)
 	if !ok {
 		return "", false
-	}
-	gitdir = strings.TrimSpace(gitdir)
-	if !filepath.IsAbs(gitdir) {
-		gitdir = filepath.Join(filepath.Dir(path), gitdir)
 	}
 	// <main>/.git/worktrees/<name> -> <main>/.git -> <main>
 	wt := filepath.Dir(gitdir)
@@ -113,6 +104,24 @@ func mainFromGitFile(path string) (string, bool) {
 	}
 	common := filepath.Dir(wt)
 	return filepath.Dir(common), true
+}
+
+// gitdirFromFile reads a linked worktree's ".git" file ("gitdir: <path>")
+// and returns the worktree's git directory, made absolute.
+func gitdirFromFile(path string) (string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	gitdir, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+	if !ok {
+		return "", false
+	}
+	gitdir = strings.TrimSpace(gitdir)
+	if !filepath.IsAbs(gitdir) {
+		gitdir = filepath.Join(filepath.Dir(path), gitdir)
+	}
+	return gitdir, true
 }
 
 // ReadEndpoint reads broker.json from an .orch directory.

@@ -6,8 +6,11 @@
 //	orch-notify started <plan>
 //	orch-notify done    <plan> <status words...>
 //	orch-notify blocked <plan> <reason words...>
+//	orch-notify hook claude          (Claude Code hooks: the hook JSON on stdin)
+//	orch-notify hook codex <json>    (Codex's notify program)
 //
-// Exit codes: 0 kept, 1 not kept, 2 bad arguments.
+// Exit codes: 0 kept, 1 not kept, 2 bad arguments. A hook always exits 0
+// and prints nothing on stdout, so it can never block or break the agent.
 package main
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,8 +12,9 @@ import (
 )
 
 type doctorOptions struct {
-	Agent string
-	JSON  bool
+	Agent        string
+	JSON         bool
+	ProbeTimeout time.Duration
 }
 
 var errDoctor = errors.New("some checks failed")
@@ -21,21 +23,25 @@ func newDoctorCmd(s streams) *cobra.Command {
 	o := &doctorOptions{}
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check tmux, git, orch-notify, the agent command and the lead loop; say how to fix what is missing",
-		Args:  exactArgs(0, "no arguments"),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return doctorRun(cmd.Context(), o, s) },
+		Short: "Check tmux, git, orch-notify, the agent profiles and the lead loop; say how to fix what is missing",
+		Long: "Check tmux, git, orch-notify, the agent command and the lead loop, and probe every agent profile\n" +
+			"(built-in and orch.yaml) for real: is it on PATH, does its version command answer. Profiles are\n" +
+			"optional (marked warn when unusable); any other failed check makes orch doctor exit 1.",
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error { return doctorRun(cmd.Context(), o, s) },
 	}
-	cmd.Flags().StringVar(&o.Agent, "agent", "", "the agent command the workers will run")
+	cmd.Flags().StringVar(&o.Agent, "agent", "", "the agent profile or command the workers will run (a failure if unusable)")
+	cmd.Flags().DurationVar(&o.ProbeTimeout, "probe-timeout", lead.DefaultProbeTimeout, "how long each agent's version command may take before its process group is killed")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
 	return cmd
 }
 
 func doctorRun(ctx context.Context, o *doctorOptions, s streams) error {
 	root, _ := repoRoot(ctx)
-	checks := lead.Doctor(ctx, root, o.Agent, binDir())
+	checks := lead.Doctor(ctx, root, o.Agent, binDir(), o.ProbeTimeout)
 	failed := 0
 	for _, c := range checks {
-		if !c.OK {
+		if !c.OK && !c.Optional {
 			failed++
 		}
 	}
@@ -46,7 +52,10 @@ func doctorRun(ctx context.Context, o *doctorOptions, s streams) error {
 	} else {
 		for _, c := range checks {
 			mark := "ok  "
-			if !c.OK {
+			switch {
+			case !c.OK && c.Optional:
+				mark = "warn"
+			case !c.OK:
 				mark = "FAIL"
 			}
 			line := fmt.Sprintf("%s %-24s %s", mark, c.Name, c.Info)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/lead"
 )
 
@@ -27,6 +28,7 @@ type serveOptions struct {
 	Isolation   string
 	Headless    bool
 	Verbose     bool
+	profile     *agent.Profile // what Agent resolved to
 }
 
 func newServeCmd(s streams) *cobra.Command {
@@ -49,19 +51,22 @@ func newServeCmd(s streams) *cobra.Command {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
 			}
 			if o.Workers > 0 {
-				// A missing agent is an error here, never a fleet of panes
-				// that die at once (orch doctor --agent says more).
-				if first := strings.Fields(o.Agent)[0]; !strings.Contains(first, "=") {
-					if _, err := exec.LookPath(first); err != nil {
-						return fmt.Errorf("--agent %q: %q is not on PATH: install it or give its full path", o.Agent, first)
-					}
+				p, err := resolveAgent(cmd.Context(), o.Agent)
+				if err != nil {
+					return err
+				}
+				o.profile = p
+			}
+			if o.Workers > 0 && !o.Headless {
+				if _, err := exec.LookPath("tmux"); err != nil {
+					return fmt.Errorf("tmux is not on PATH: install it (Debian/Ubuntu: sudo apt-get install -y tmux), or run the fleet without it: orch serve --headless --workers %d --agent %s", o.Workers, lead.ShellQuote(o.Agent))
 				}
 			}
 			return serveRun(cmd.Context(), o, s)
 		},
 	}
 	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of worker panes to run in tmux")
-	cmd.Flags().StringVar(&o.Agent, "agent", "", "command each worker pane runs, e.g. \"claude\"")
+	cmd.Flags().StringVar(&o.Agent, "agent", "", "agent profile (claude, codex, gemini, aider, or one from orch.yaml) or command each worker pane runs")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
@@ -97,10 +102,8 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		Stagger:     o.Stagger,
 		Isolation:   o.Isolation,
 		Headless:    o.Headless,
-		HeadlessCommand: func(prompt string) string {
-			return o.Agent + " " + lead.ShellQuote(prompt)
-		},
-		Fault:  os.Getenv(lead.FaultEnv),
-		Logger: slog.New(lead.NewLineHandler(s.Err, level)),
+		Profile:     o.profile,
+		Fault:       os.Getenv(lead.FaultEnv),
+		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
 	})
 }

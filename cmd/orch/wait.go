@@ -21,7 +21,8 @@ func newWaitCmd(s streams) *cobra.Command {
 		Use:   "wait",
 		Short: "Block until the next callback the lead has not seen, and print it",
 		Long: "Block until the lead loop has a callback the lead has not seen yet and print it as\n" +
-			"WORKER-DONE <plan>: <status>, WORKER-BLOCKED <plan>: <reason> or WORKER-FAILED <plan>: <why>.\n" +
+			"WORKER-DONE <plan>: <status>, WORKER-BLOCKED <plan>: <reason>, WORKER-FAILED <plan>: <why>,\n" +
+			"WORKER-NEEDS-INPUT <plan>: <what the agent asks> or WORKER-IDLE <plan>: <why> (from agent hooks).\n" +
 			"Each callback is printed by exactly one orch wait. Exit 1 on --timeout.",
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error { return waitRun(cmd.Context(), o, s) },

@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/orch-dev/orch/internal/atomicfile"
+)
+
+// Where hook files go under the repo's .orch/ directory.
+const (
+	AgentsDir          = "agents"               // .orch/agents/<wN>/
+	ClaudeSettingsFile = "claude-settings.json" // passed to claude with --settings
+)
+
+// ClaudeHookEvents are the Claude Code hook events orch installs, each
+// calling orch-notify hook claude with the hook's JSON on stdin.
+var ClaudeHookEvents = []string{"Notification", "Stop", "StopFailure", "UserPromptSubmit"}
+
+// claudeHookTimeout bounds each hook run, in seconds; orch-notify gives up
+// on the broker after ORCH_NOTIFY_TIMEOUT (3s) and spools the event.
+const claudeHookTimeout = 30
+
+// InstallHooks prepares the profile's hooks for one worker and returns
+// the arguments to add to the agent's command line (already shell-quoted),
+// or "" for a profile without hooks. notifyBin is the orch-notify the hooks
+// run.
+//
+// Claude Code: writes .orch/agents/<worker>/claude-settings.json (mode
+// 0600) and returns --settings <that file>, so nothing is written into the
+// worktree or ~/.claude. Codex: writes nothing and returns
+// -c notify=[<orch-notify>, "hook", "codex"] (Codex appends its JSON).
+func (p Profile) InstallHooks(orchDir, worker, notifyBin string) (string, error) {
+	switch p.Hooks {
+	case "":
+		return "", nil
+	case HooksClaude:
+		path, err := WriteClaudeSettings(orchDir, worker, notifyBin)
+		if err != nil {
+			return "", err
+		}
+		return "--settings " + Quote(path), nil
+	case HooksCodex:
+		return "-c " + Quote("notify="+tomlArray(notifyBin, "hook", "codex")), nil
+	}
+	return "", fmt.Errorf("%s: hooks %q: want %s, %s or nothing", p.Label(), p.Hooks, HooksClaude, HooksCodex)
+}
+
+// ClaudeSettingsPath is where a worker's Claude Code settings are written.
+func ClaudeSettingsPath(orchDir, worker string) string {
+	return filepath.Join(orchDir, AgentsDir, worker, ClaudeSettingsFile)
+}
+
+type claudeCommand struct {
+	Type    string `json:"type"`
+	Command string `json:"command"`
+	Timeout int    `json:"timeout"`
+}
+
+type claudeMatcher struct {
+	Hooks []claudeCommand `json:"hooks"`
+}
+
+type claudeSettings struct {
+	Hooks map[string][]claudeMatcher `json:"hooks"`
+}
+
+// ClaudeSettings is the settings document for one worker: each event in
+// ClaudeHookEvents runs `<orch-notify> hook claude`. It holds no secret:
+// orch-notify finds the broker and credentials from the pane's environment.
+func ClaudeSettings(notifyBin string) []byte {
+	cmd := claudeCommand{Type: "command", Command: Quote(notifyBin) + " hook claude", Timeout: claudeHookTimeout}
+	s := claudeSettings{Hooks: map[string][]claudeMatcher{}}
+	for _, ev := range ClaudeHookEvents {
+		s.Hooks[ev] = []claudeMatcher{{Hooks: []claudeCommand{cmd}}}
+	}
+	data, _ := json.MarshalIndent(s, "", "  ") // cannot fail: strings and ints
+	return append(data, '\n')
+}
+
+// WriteClaudeSettings writes the worker's Claude Code settings file
+// atomically, mode 0600 in a 0700 directory, and returns its path.
+func WriteClaudeSettings(orchDir, worker, notifyBin string) (string, error) {
+	path := ClaudeSettingsPath(orchDir, worker)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("claude hooks for %s: %w", worker, err)
+	}
+	if err := atomicfile.Write(path, ClaudeSettings(notifyBin), 0o600); err != nil {
+		return "", fmt.Errorf("claude hooks for %s: %w", worker, err)
+	}
+	return path, nil
+}
+
+// tomlArray writes strings as a TOML array of basic strings.
+func tomlArray(items ...string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
+		q[i] = `"` + r.Replace(s) + `"`
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

@@ -1,0 +1,251 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/orch-dev/orch/event"
+)
+
+// MaxHookInput bounds the hook JSON orch-notify reads.
+const MaxHookInput = 1 << 20
+
+// PlanBranchPrefix is the branch prefix of a worker's plan branch: a
+// linked worktree on orch/<plan> is working on <plan>.
+const PlanBranchPrefix = "orch/"
+
+// errHookInput marks hook input orch-notify cannot use.
+var errHookInput = errors.New("unusable hook input")
+
+// Hook is orch-notify hook: an agent's hook runner calls it.
+//
+//	orch-notify hook claude          (Claude Code: the hook's JSON on stdin)
+//	orch-notify hook codex <json>    (Codex: its notify program, JSON as the last argument)
+//
+// A hook must never block or break the agent, so Hook always returns 0 and
+// writes nothing on stdout (Claude Code reads a hook's stdout, and exit 2
+// from a Stop hook would keep the agent going). What went wrong goes to
+// stderr. The event is kept like any orch-notify event: acknowledged by
+// the broker, or spooled.
+func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
+	e, send, err := hookEvent(args, env, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "orch-notify hook: %v; nothing sent\n", err)
+		return exitKept
+	}
+	if !send {
+		return exitKept
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "orch-notify hook: %v; nothing sent\n", err)
+		return exitKept
+	}
+	cfg, err := WorkerConfig(env, cwd)
+	if err != nil {
+		fmt.Fprintf(stderr, "orch-notify hook: %s not kept: %v\n", e.Kind, err)
+		return exitKept
+	}
+	res, err := Send(cfg, e)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "orch-notify hook: %s not kept: %v\n", e.Kind, err)
+	case res.Spooled != "":
+		fmt.Fprintf(stderr, "orch-notify hook: broker not reachable (%v); %s spooled to %s\n", res.PubErr, e.Kind, res.Spooled)
+	default:
+		fmt.Fprintf(stderr, "orch-notify hook: %s %s kept (event %s)\n", e.Kind, e.Plan, e.ID)
+	}
+	return exitKept
+}
+
+func hookEvent(args []string, env Env, stdin io.Reader) (event.Event, bool, error) {
+	if len(args) == 0 {
+		return event.Event{}, false, fmt.Errorf("%w: want orch-notify hook claude (JSON on stdin) or orch-notify hook codex <json>", errUsage)
+	}
+	worker := env("ORCH_WORKER")
+	if !event.ValidWorker(worker) {
+		return event.Event{}, false, fmt.Errorf("%w: ORCH_WORKER=%q is not a worker id like w1 (orch serve sets it in every worker's pane)", errUsage, worker)
+	}
+	var (
+		data []byte
+		err  error
+	)
+	switch args[0] {
+	case "claude":
+		if len(args) != 1 {
+			return event.Event{}, false, fmt.Errorf("%w: hook claude reads its JSON on stdin and takes no arguments", errUsage)
+		}
+		data, err = readBounded(stdin)
+		if err != nil {
+			return event.Event{}, false, err
+		}
+		return ClaudeHookEvent(data, worker)
+	case "codex":
+		if len(args) != 2 {
+			return event.Event{}, false, fmt.Errorf("%w: hook codex takes one JSON argument", errUsage)
+		}
+		if len(args[1]) > MaxHookInput {
+			return event.Event{}, false, fmt.Errorf("%w: over %d bytes", errHookInput, MaxHookInput)
+		}
+		return CodexHookEvent([]byte(args[1]), worker)
+	}
+	return event.Event{}, false, fmt.Errorf("%w: unknown hook style %q (want claude or codex)", errUsage, args[0])
+}
+
+// readBounded reads at most MaxHookInput bytes; more is an error (and the
+// rest is read and dropped, so the writer never sees a broken pipe).
+func readBounded(r io.Reader) ([]byte, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: no input on stdin", errHookInput)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, MaxHookInput+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading stdin: %v", errHookInput, err)
+	}
+	if len(data) > MaxHookInput {
+		io.Copy(io.Discard, r)
+		return nil, fmt.Errorf("%w: over %d bytes on stdin", errHookInput, MaxHookInput)
+	}
+	return data, nil
+}
+
+// claudeInput is the part of Claude Code's hook JSON orch reads.
+type claudeInput struct {
+	HookEventName    string          `json:"hook_event_name"`
+	SessionID        string          `json:"session_id"`
+	Cwd              string          `json:"cwd"`
+	Message          string          `json:"message"`           // Notification
+	Title            string          `json:"title"`             // Notification
+	NotificationType string          `json:"notification_type"` // Notification
+	ErrorType        string          `json:"error_type"`        // StopFailure
+	ErrorMessage     string          `json:"error_message"`     // StopFailure
+	Error            json.RawMessage `json:"error"`             // StopFailure: a string or an object
+}
+
+// ClaudeHookEvent maps one Claude Code hook input to the event to send:
+// Notification → needs-input with the message, Stop → idle, StopFailure →
+// failed with the reason, UserPromptSubmit → started (only when the plan
+// is known from the checkout's branch). send is false for events orch
+// does not use.
+func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err error) {
+	var in claudeInput
+	if err := json.Unmarshal(bytes.TrimSpace(data), &in); err != nil {
+		return e, false, fmt.Errorf("%w: not Claude Code hook JSON: %v", errHookInput, err)
+	}
+	plan := PlanFromCheckout(in.Cwd)
+	host, _ := os.Hostname()
+	switch in.HookEventName {
+	case "Notification":
+		msg := firstNonEmpty(in.Message, in.Title, "Claude Code is waiting for input")
+		return event.New(event.NeedsInput, plan, msg, worker, host), true, nil
+	case "Stop":
+		return event.New(event.Idle, plan, "", worker, host), true, nil
+	case "StopFailure":
+		reason := firstNonEmpty(in.ErrorMessage, rawText(in.Error), "the turn ended on an API error")
+		if in.ErrorType != "" && !strings.HasPrefix(reason, in.ErrorType) {
+			reason = in.ErrorType + ": " + reason
+		}
+		return event.New(event.Failed, plan, reason, worker, host), true, nil
+	case "UserPromptSubmit":
+		// The person (or the lead) typed into the agent: it works again.
+		// started names its plan; without one there is nothing to send.
+		if plan == "" {
+			return e, false, nil
+		}
+		return event.New(event.Started, plan, "", worker, host), true, nil
+	case "":
+		return e, false, fmt.Errorf("%w: no hook_event_name", errHookInput)
+	}
+	return e, false, nil
+}
+
+// CodexHookEvent maps Codex's notify JSON to the event to send:
+// agent-turn-complete → idle. Other types are not used.
+func CodexHookEvent(data []byte, worker string) (e event.Event, send bool, err error) {
+	var in struct {
+		Type string `json:"type"`
+		Cwd  string `json:"cwd"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(data), &in); err != nil {
+		return e, false, fmt.Errorf("%w: not Codex notify JSON: %v", errHookInput, err)
+	}
+	if in.Type != "agent-turn-complete" {
+		return e, false, nil
+	}
+	host, _ := os.Hostname()
+	return event.New(event.Idle, PlanFromCheckout(in.Cwd), "", worker, host), true, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// rawText renders a JSON value as text: a string as itself, anything else
+// as compact JSON.
+func rawText(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) == nil {
+		return b.String()
+	}
+	return string(raw)
+}
+
+// PlanFromCheckout returns the plan a linked git worktree at (or above)
+// dir works on: the <plan> of its branch orch/<plan>, read from the .git
+// file's gitdir and its HEAD without running git. The main checkout, a
+// detached HEAD, another branch or an invalid plan name give "" (the lead
+// loop then uses the plan the worker holds).
+func PlanFromCheckout(dir string) string {
+	if dir == "" {
+		var err error
+		if dir, err = os.Getwd(); err != nil {
+			return ""
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		gitPath := filepath.Join(d, ".git")
+		if fi, err := os.Lstat(gitPath); err == nil {
+			if !fi.Mode().IsRegular() {
+				return "" // the main checkout: shared by workers, its branch names no one's plan
+			}
+			gitdir, ok := gitdirFromFile(gitPath)
+			if !ok {
+				return ""
+			}
+			head, err := os.ReadFile(filepath.Join(gitdir, "HEAD"))
+			if err != nil {
+				return ""
+			}
+			ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: refs/heads/"+PlanBranchPrefix)
+			if !ok || event.CheckPlanName(ref) != nil {
+				return ""
+			}
+			return ref
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
+}

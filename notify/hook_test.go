@@ -1,0 +1,208 @@
+package notify
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/orch-dev/orch/event"
+)
+
+// worktreeOnPlan makes a linked worktree of root on branch orch/<plan>.
+func worktreeOnPlan(t *testing.T, root, plan string) string {
+	t.Helper()
+	wt := filepath.Join(filepath.Dir(root), "wt-"+plan)
+	gitRun(t, root, "worktree", "add", "-q", "-b", PlanBranchPrefix+plan, wt)
+	return wt
+}
+
+func TestPlanFromCheckout(t *testing.T) {
+	root := repoWithOrch(t)
+	wt := worktreeOnPlan(t, root, "fix-auth")
+	deep := filepath.Join(wt, "a", "b")
+	os.MkdirAll(deep, 0o755)
+	other := filepath.Join(filepath.Dir(root), "wt-other")
+	gitRun(t, root, "worktree", "add", "-q", "-b", "feature", other)
+	bad := filepath.Join(filepath.Dir(root), "wt-bad")
+	gitRun(t, root, "worktree", "add", "-q", "-b", "orch/Bad_Name", bad)
+	gitRun(t, root, "checkout", "-q", "-b", "orch/main-checkout")
+	for dir, want := range map[string]string{
+		wt:          "fix-auth",
+		deep:        "fix-auth",
+		other:       "",
+		bad:         "",
+		root:        "", // the main checkout names no worker's plan, whatever its branch
+		t.TempDir(): "",
+	} {
+		if got := PlanFromCheckout(dir); got != want {
+			t.Errorf("PlanFromCheckout(%s) = %q; want %q", dir, got, want)
+		}
+	}
+}
+
+func TestClaudeHookEvent(t *testing.T) {
+	root := repoWithOrch(t)
+	wt := worktreeOnPlan(t, root, "p1")
+	tests := []struct {
+		name   string
+		json   string
+		send   bool
+		kind   event.Kind
+		plan   string
+		status string
+	}{
+		{"notification", `{"session_id":"s","cwd":"` + root + `","hook_event_name":"Notification","message":"Claude needs your permission to use Bash","notification_type":"permission_prompt"}`,
+			true, event.NeedsInput, "", "Claude needs your permission to use Bash"},
+		{"notification in a plan worktree", `{"cwd":"` + wt + `","hook_event_name":"Notification","message":"Claude is waiting for your input","notification_type":"idle_prompt"}`,
+			true, event.NeedsInput, "p1", "Claude is waiting for your input"},
+		{"notification without message", `{"hook_event_name":"Notification","title":"Permission needed"}`,
+			true, event.NeedsInput, "", "Permission needed"},
+		{"notification message with escapes", `{"hook_event_name":"Notification","message":"run \u001b[31mrm\u001b[0m?\nyes"}`,
+			true, event.NeedsInput, "", `run \x1b[31mrm\x1b[0m?\nyes`},
+		{"stop", `{"session_id":"s","cwd":"` + root + `","hook_event_name":"Stop","stop_hook_active":false}`,
+			true, event.Idle, "", ""},
+		{"stop in a plan worktree", `{"cwd":"` + wt + `","hook_event_name":"Stop"}`,
+			true, event.Idle, "p1", ""},
+		{"stop failure", `{"cwd":"` + root + `","hook_event_name":"StopFailure","error_type":"rate_limit","error":"429","error_message":"Rate limit exceeded"}`,
+			true, event.Failed, "", "rate_limit: Rate limit exceeded"},
+		{"stop failure with an error object", `{"hook_event_name":"StopFailure","error":{"code":500,"msg":"overloaded"}}`,
+			true, event.Failed, "", `{"code":500,"msg":"overloaded"}`},
+		{"stop failure without details", `{"hook_event_name":"StopFailure"}`,
+			true, event.Failed, "", "the turn ended on an API error"},
+		{"prompt in a plan worktree", `{"cwd":"` + wt + `","hook_event_name":"UserPromptSubmit","prompt":"yes, go on"}`,
+			true, event.Started, "p1", ""},
+		{"prompt without a known plan", `{"cwd":"` + root + `","hook_event_name":"UserPromptSubmit","prompt":"yes"}`,
+			false, "", "", ""},
+		{"other event", `{"hook_event_name":"PreToolUse","tool_name":"Bash"}`, false, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, send, err := ClaudeHookEvent([]byte(tt.json), "w3")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if send != tt.send {
+				t.Fatalf("send = %v; want %v (event %+v)", send, tt.send, e)
+			}
+			if !send {
+				return
+			}
+			if e.Kind != tt.kind || e.Plan != tt.plan || e.Status != tt.status || e.Worker != "w3" {
+				t.Errorf("event %+v; want kind %s plan %q status %q worker w3", e, tt.kind, tt.plan, tt.status)
+			}
+			if err := e.Check(); err != nil {
+				t.Errorf("event does not pass the lead's check: %v", err)
+			}
+		})
+	}
+	for _, bad := range []string{``, `not json`, `{"hook_event_name": 3}`, `{}`, `[1,2]`} {
+		if _, send, err := ClaudeHookEvent([]byte(bad), "w3"); err == nil || send {
+			t.Errorf("ClaudeHookEvent(%q): send %v, err %v; want an error and nothing to send", bad, send, err)
+		}
+	}
+}
+
+func TestCodexHookEvent(t *testing.T) {
+	e, send, err := CodexHookEvent([]byte(`{"type":"agent-turn-complete","thread-id":"t","turn-id":"1","cwd":"/tmp","input-messages":["x"],"last-assistant-message":"ok"}`), "w1")
+	if err != nil || !send || e.Kind != event.Idle || e.Worker != "w1" || e.Plan != "" {
+		t.Errorf("agent-turn-complete: %+v, %v, %v; want idle from w1", e, send, err)
+	}
+	if _, send, err := CodexHookEvent([]byte(`{"type":"approval-requested"}`), "w1"); send || err != nil {
+		t.Errorf("other type: send %v, err %v; want nothing", send, err)
+	}
+	if _, send, err := CodexHookEvent([]byte(`{`), "w1"); send || err == nil {
+		t.Errorf("malformed: send %v, err %v; want an error", send, err)
+	}
+}
+
+// TestHookNeverFails runs orch-notify hook with input it cannot use: it
+// exits 0, prints the reason on stderr, and keeps nothing (the spool stays
+// empty, and no broker is needed to find that out).
+func TestHookNeverFails(t *testing.T) {
+	root := repoWithOrch(t)
+	spool := filepath.Join(root, DirName, SpoolDir)
+	env := func(worker string) Env {
+		return func(k string) string {
+			switch k {
+			case "ORCH_WORKER":
+				return worker
+			case "ORCH_DIR":
+				return filepath.Join(root, DirName)
+			case "ORCH_NOTIFY_TIMEOUT":
+				return "200ms"
+			}
+			return ""
+		}
+	}
+	big := `{"hook_event_name":"Notification","message":"` + strings.Repeat("x", MaxHookInput) + `"}`
+	tests := []struct {
+		name   string
+		args   []string
+		worker string
+		stdin  string
+		stderr string
+	}{
+		{"malformed JSON", []string{"claude"}, "w1", "{not json", "not Claude Code hook JSON"},
+		{"empty stdin", []string{"claude"}, "w1", "", "not Claude Code hook JSON"},
+		{"too large", []string{"claude"}, "w1", big, "over 1048576 bytes"},
+		{"no worker", []string{"claude"}, "", `{"hook_event_name":"Stop"}`, "ORCH_WORKER"},
+		{"bad worker", []string{"claude"}, "%3", `{"hook_event_name":"Stop"}`, "ORCH_WORKER"},
+		{"unknown style", []string{"gemini"}, "w1", `{}`, "unknown hook style"},
+		{"no style", nil, "w1", ``, "want orch-notify hook claude"},
+		{"codex without json", []string{"codex"}, "w1", ``, "one JSON argument"},
+		{"codex malformed", []string{"codex", "{"}, "w1", ``, "not Codex notify JSON"},
+		{"unused event", []string{"claude"}, "w1", `{"hook_event_name":"PreToolUse"}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			var code int
+			if len(tt.args) > 0 && tt.args[0] == "claude" {
+				// Main would read os.Stdin: run the hook on the test's input.
+				code = Hook(tt.args, env(tt.worker), strings.NewReader(tt.stdin), &stderr)
+			} else {
+				code = Main(append([]string{"hook"}, tt.args...), env(tt.worker), &stderr)
+			}
+			if code != 0 {
+				t.Errorf("exit %d; a hook must always exit 0", code)
+			}
+			if tt.stderr == "" && stderr.Len() != 0 || !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("stderr %q; want it to say %q", stderr.String(), tt.stderr)
+			}
+			if entries, _ := os.ReadDir(spool); len(entries) != 0 {
+				t.Errorf("spool holds %d events; want none", len(entries))
+			}
+		})
+	}
+}
+
+// TestHookSpoolsWhenNoBroker: a usable hook event is kept like any other,
+// here in the spool because no broker runs, and the hook still exits 0.
+func TestHookSpoolsWhenNoBroker(t *testing.T) {
+	root := repoWithOrch(t)
+	env := func(k string) string {
+		switch k {
+		case "ORCH_WORKER":
+			return "w2"
+		case "ORCH_DIR":
+			return filepath.Join(root, DirName)
+		case "ORCH_NOTIFY_TIMEOUT":
+			return "200ms"
+		}
+		return ""
+	}
+	var stderr bytes.Buffer
+	code := Hook([]string{"claude"}, env, strings.NewReader(`{"hook_event_name":"Notification","message":"May I?"}`), &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "spooled") {
+		t.Fatalf("exit %d, stderr %q; want 0 and spooled", code, stderr.String())
+	}
+	events, bad, err := event.ReadSpool(filepath.Join(root, DirName, SpoolDir))
+	if err != nil || len(bad) != 0 || len(events) != 1 {
+		t.Fatalf("spool: %v, %v, %v; want one event", events, bad, err)
+	}
+	if e := events[0].Event; e.Kind != event.NeedsInput || e.Worker != "w2" || e.Status != "May I?" || e.Plan != "" {
+		t.Errorf("spooled %+v", e)
+	}
+}
