@@ -3,6 +3,7 @@ module github.com/orch-dev/orch
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0

@@ -21,7 +21,8 @@
 //     orch-notify done <plan> against a real lead loop (lead.Run in this
 //     process, a scratch repo, one tmux worker running cat, the plan
 //     dispatched to it before each run so that every done is accepted and
-//     harvested); and tmux send-keys of a WORKER-DONE line into a pane
+//     harvested), with the default build and with the static one; and
+//     tmux send-keys of a WORKER-DONE line into a pane
 //     running cat on a private tmux server; then runs orch-notify with
 //     GODEBUG=inittrace=1 to rank its packages' init cost, and attributes
 //     its code size to modules with go tool nm;

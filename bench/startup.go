@@ -30,7 +30,7 @@ type benchCase struct {
 	settle   func(context.Context) error // untimed, after each run
 
 	samples   []time.Duration
-	afterDone []bool // the sample was taken right after a run of (c) in the same round
+	afterDone []bool // the sample was taken right after a run of (c) or (c') in the same round
 }
 
 // Case keys, used by the report.
@@ -39,8 +39,12 @@ const (
 	keyBadArgs  = "badargs"
 	keyStatic   = "static"
 	keyDone     = "done"
+	keyDoneStat = "donestatic"
 	keySendKeys = "sendkeys"
 )
+
+// isDone says whether a case key is one of the two done cases, (c) and (c').
+func isDone(key string) bool { return key == keyDone || key == keyDoneStat }
 
 // badArgs is an unknown event kind: orch-notify parses its arguments,
 // prints the usage line and exits 2 before it reads any file or dials.
@@ -106,6 +110,9 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 		{Key: keyDone, Label: "(c) orch-notify done, acked", Cmdline: "orch-notify done " + benchPlan + " ok",
 			path: bins.stripped.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
 			prep: sl.prepDone, settle: sl.settleDone},
+		{Key: keyDoneStat, Label: "(c') same, CGO_ENABLED=0 build", Cmdline: "orch-notify-static done " + benchPlan + " ok",
+			path: bins.static.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
+			prep: sl.prepDone, settle: sl.settleDone},
 		{Key: keySendKeys, Label: "(d) tmux send-keys", Cmdline: "tmux -L <private> send-keys -t " + kp.pane + " 'WORKER-DONE x: ok' Enter",
 			path: tmuxPath, args: []string{"-L", kp.socket, "send-keys", "-t", kp.pane, "WORKER-DONE x: ok", "Enter"}, env: env, dir: sl.root},
 	}
@@ -153,7 +160,7 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 				return res, fmt.Errorf("round %d, %s: %w", r+1, c.Label, err)
 			}
 			c.samples = append(c.samples, d)
-			c.afterDone = append(c.afterDone, prev == keyDone)
+			c.afterDone = append(c.afterDone, isDone(prev))
 			prev = c.Key
 			if raw != nil && r >= o.warmup {
 				fmt.Fprintf(raw, "%d,%d,%s,%d\n", r-o.warmup+1, i+1, c.Key, d.Nanoseconds())

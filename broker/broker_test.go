@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,40 @@ func TestWorkerCanPublishEventsAndGetsAck(t *testing.T) {
 	}
 	if !dup {
 		t.Error("the same event id published twice was not reported as a duplicate")
+	}
+}
+
+// notify.Send is orch-notify's one connection: connect, publish, wait for
+// the stream's acknowledgement on its own reply subject.
+func TestSendIsAckedOnce(t *testing.T) {
+	_, dir := startBroker(t)
+	cfg, err := notify.WorkerConfig(func(string) string { return "" }, filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := event.New(event.Done, "p1", "ok", "w1", "h")
+	res, err := notify.Send(cfg, e)
+	if err != nil || !res.Acked || res.Seq == 0 || res.Duplicate || res.Spooled != "" {
+		t.Fatalf("first send: %+v, %v; want acked, stored", res, err)
+	}
+	res, err = notify.Send(cfg, e)
+	if err != nil || !res.Acked || !res.Duplicate {
+		t.Fatalf("second send of the same event: %+v, %v; want acked as a duplicate", res, err)
+	}
+	// A subject no stream stores gets the server's no-responders answer at
+	// once, not a timeout; the event is then spooled.
+	lead, err := notify.LeadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead.Prefix, lead.Timeout = "nostream", time.Minute
+	start := time.Now()
+	res, err = notify.Send(lead, e)
+	if err != nil || res.Acked || res.Spooled == "" || !errors.Is(res.PubErr, notify.ErrNoBroker) || !strings.Contains(res.PubErr.Error(), "no stream stores") {
+		t.Fatalf("send to a subject without a stream: %+v, %v; want spooled after ErrNoBroker, no stream stores", res, err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Errorf("no-responders took %v: it waited for the timeout", waited)
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/orch-dev/orch/event"
 )
@@ -221,17 +220,13 @@ func readSeed(path string) ([]byte, error) {
 // Connect opens a connection with the role's NKey. It does not reconnect:
 // callers are short-lived, and a lost broker means "spool", not "wait".
 func Connect(cfg Config, name string) (*nats.Conn, error) {
-	kp, err := nkeys.FromSeed(cfg.Seed)
+	s, err := newSigner(cfg.Seed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the seed is not a valid NKey seed", ErrNoCreds)
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
+		return nil, err
 	}
 	opts := []nats.Option{
 		nats.Name(name),
-		nats.Nkey(pub, kp.Sign),
+		nats.Nkey(s.pub, s.Sign),
 		nats.Timeout(cfg.Timeout),
 		nats.NoReconnect(),
 	}
@@ -290,6 +285,15 @@ type pubAck struct {
 // publish is a JetStream publish done by hand on the core client: a request
 // whose reply is the stream's PubAck. It keeps orch-notify from linking the
 // jetstream package.
+//
+// It is orch-notify's whole connection, so it does not go through
+// RequestMsg's reply multiplexer, which is made for many requests on one
+// connection: that one subscribes with a handler goroutine, through which
+// every reply passes before it reaches the caller. One request needs one
+// reply subject, subscribed synchronously: the connection's reader hands the
+// PubAck straight to NextMsg. The SUB still leaves in the same write as the
+// PUB, and the handshake is nats.go's own (INFO, CONNECT with the NKey
+// signature, PING, PONG).
 func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error) {
 	c := cfg
 	c.Timeout = time.Until(deadline)
@@ -298,17 +302,38 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
 	}
 	defer nc.Close()
-	return PublishOn(nc, cfg.Prefix, e, time.Until(deadline))
+	reply := nc.NewInbox()
+	sub, err := nc.SubscribeSync(reply)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
+	}
+	msg := eventMsg(cfg.Prefix, e)
+	msg.Reply = reply
+	if err := nc.PublishMsg(msg); err != nil {
+		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
+	}
+	ack, err := sub.NextMsg(time.Until(deadline))
+	if err == nil && len(ack.Data) == 0 && ack.Header.Get("Status") == "503" {
+		err = nats.ErrNoResponders // what RequestMsg makes of the server's no-responders status
+	}
+	return readAck(ack, msg.Subject, err)
+}
+
+// eventMsg is e as a message: on its kind's subject, with the event id as
+// the message id, so the broker drops a second copy inside its duplicate
+// window.
+func eventMsg(prefix string, e event.Event) *nats.Msg {
+	msg := nats.NewMsg(event.Subject(prefix, e.Kind))
+	msg.Header.Set(nats.MsgIdHdr, e.ID)
+	msg.Data = e.Marshal()
+	return msg
 }
 
 // PublishOn publishes e on an open connection and waits up to timeout for
 // the durable acknowledgement. The event id is the message id, so the
 // broker drops a second copy inside its duplicate window.
 func PublishOn(nc *nats.Conn, prefix string, e event.Event, timeout time.Duration) (uint64, bool, error) {
-	msg := nats.NewMsg(event.Subject(prefix, e.Kind))
-	msg.Header.Set(nats.MsgIdHdr, e.ID)
-	msg.Data = e.Marshal()
-	return PublishMsg(nc, msg, timeout)
+	return PublishMsg(nc, eventMsg(prefix, e), timeout)
 }
 
 // PublishMsg publishes msg to the stream that stores its subject and waits
@@ -316,9 +341,15 @@ func PublishOn(nc *nats.Conn, prefix string, e event.Event, timeout time.Duratio
 // broker drop a second copy.
 func PublishMsg(nc *nats.Conn, msg *nats.Msg, timeout time.Duration) (uint64, bool, error) {
 	reply, err := nc.RequestMsg(msg, timeout)
+	return readAck(reply, msg.Subject, err)
+}
+
+// readAck reads the stream's answer to a publish on subject, or what went
+// wrong waiting for it.
+func readAck(reply *nats.Msg, subject string, err error) (uint64, bool, error) {
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
-			return 0, false, fmt.Errorf("%w: no stream stores %s", ErrNoBroker, msg.Subject)
+			return 0, false, fmt.Errorf("%w: no stream stores %s", ErrNoBroker, subject)
 		}
 		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
 	}
