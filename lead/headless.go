@@ -1,6 +1,7 @@
 package lead
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,13 +11,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -26,7 +27,8 @@ import (
 // publishes an exited record into the stream, behind the worker's own
 // orch-notify done, and the loop decides: a plan still held then failed
 // (the agent stopped without saying done). Its output goes to
-// .orch/logs/<plan>-<attempt>.log, cut at MaxLog.
+// .orch/logs/<plan>-<attempt>.log, written by the process itself (so it
+// survives a lead loop that dies) and cut to MaxLog when it ends.
 
 // LogsDir holds headless agents' output, under .orch/.
 const LogsDir = "logs"
@@ -103,7 +105,7 @@ func (l *Loop) rewatch(w *Worker) {
 		}
 		if fds[0].Revents != 0 && fds[1].Revents == 0 {
 			n.how = "ended (started by an earlier orch serve: status unknown)"
-			l.publishExit(n)
+			send(l, l.exits, n)
 		}
 	}()
 }
@@ -159,14 +161,16 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env, "ORCH_PLAN="+plan, "ORCH_PROMPT="+line)
-	out := &capped{f: f, left: MaxLog}
-	cmd.Stdout, cmd.Stderr = out, out
+	// The file itself, not a pipe to this process: a pipe would break (and
+	// SIGPIPE the agent) if orch serve died while the agent works on.
+	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group: a Ctrl-C meant for orch serve does not stop
 	// the agent, which, like one in a pane, outlives a lead loop restart.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	err = cmd.Start()
+	f.Close() // the child has its own descriptor
+	if err != nil {
 		return err
 	}
 	w.PID = cmd.Process.Pid
@@ -177,7 +181,9 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	n := exitNote{worker: w.ID, plan: plan, attempt: attempt, pid: w.PID}
 	go func() {
 		err := cmd.Wait() // the process's exit is the event; nothing is polled
-		out.close()
+		if err := capLog(logPath); err != nil {
+			l.log.Warn("headless log not cut", "log", logPath, "err", err)
+		}
 		n.how = "exit status 0"
 		var ee *exec.ExitError
 		switch {
@@ -190,16 +196,21 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 		case err != nil:
 			n.how = err.Error()
 		}
-		if l.stopping.Load() {
-			return
-		}
-		l.publishExit(n)
+		send(l, l.exits, n)
 	}()
 	return nil
 }
 
-// publishExit puts an exited record into the stream. Its id is derived
-// from the process and the attempt, so reporting it twice has one effect.
+// reportExit puts an exited record into the stream, on the loop's
+// goroutine once it runs: behind everything the process sent before it
+// ended, including a done it had to spool (the spool is read first: its
+// file may be waiting for the watcher). Its id is derived from the process
+// and the attempt, so reporting it twice has one effect.
+func (l *Loop) reportExit(n exitNote) {
+	l.ingestSpool()
+	l.publishExit(n)
+}
+
 func (l *Loop) publishExit(n exitNote) {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("exited %s %s %d %d", n.worker, n.plan, n.attempt, n.pid)))
 	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Exited, Worker: n.worker, Plan: n.plan,
@@ -241,37 +252,30 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
 }
 
-// capped writes to a file until left bytes are used, then notes the cut
-// once and drops the rest.
-type capped struct {
-	mu   sync.Mutex
-	f    *os.File
-	left int
-	cut  bool
-}
-
-func (c *capped) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := len(b)
-	if c.left > 0 {
-		w := b
-		if len(w) > c.left {
-			w = w[:c.left]
-		}
-		c.f.Write(w)
-		c.left -= len(w)
-		b = b[len(w):]
+// capLog cuts a finished run's log to MaxLog: its first and last halves,
+// with a line saying how much was left out between them.
+func capLog(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() <= MaxLog {
+		return err
 	}
-	if len(b) > 0 && !c.cut {
-		c.cut = true
-		fmt.Fprintf(c.f, "\n…[output cut at %d bytes]\n", MaxLog)
+	f, err := os.Open(path)
+	if err != nil {
+		return err
 	}
-	return n, nil
-}
-
-func (c *capped) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.f.Close()
+	defer f.Close()
+	half := int64(MaxLog / 2)
+	head := make([]byte, half)
+	tail := make([]byte, half)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return err
+	}
+	if _, err := f.ReadAt(tail, fi.Size()-half); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.Write(head)
+	fmt.Fprintf(&b, "\n…[%d bytes of output left out]…\n", fi.Size()-2*half)
+	b.Write(tail)
+	return atomicfile.Write(path, b.Bytes(), 0o600)
 }

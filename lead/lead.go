@@ -103,6 +103,7 @@ type Loop struct {
 	msgs    chan jetstream.Msg
 	timers  chan ackCheck
 	deaths  chan death
+	exits   chan exitNote // headless processes that ended
 	// stopR is readable once the loop stops: it wakes the pane watchers.
 	stopR int
 	// stopped is closed when Run returns, so that goroutines (timers, pane
@@ -165,7 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.GateTimeout = DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
+		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), exits: make(chan exitNote, 64), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
@@ -321,6 +322,8 @@ func Run(ctx context.Context, cfg Config) error {
 			l.schedule(ctx)
 		case d := <-l.deaths:
 			l.reportDeath(ctx, d)
+		case n := <-l.exits:
+			l.reportExit(n)
 		case c := <-l.timers:
 			l.ackExpired(ctx, c)
 			l.schedule(ctx)
