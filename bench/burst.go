@@ -112,8 +112,11 @@ func startFleetLead(ctx context.Context, root, socket string, workers int, verbo
 	go func() {
 		f.errc <- lead.Run(loopCtx, lead.Config{
 			Root: root, Workers: workers, Agent: "cat", TmuxSocket: socket,
-			Logger: slog.New(f.tap),
-			Ready:  func(url string) { ready <- url },
+			// Shared isolation: the bench writes each RESULT.md in the repo,
+			// and 1000 worktrees would measure git checkouts, not the loop.
+			Isolation: "shared",
+			Logger:    slog.New(f.tap),
+			Ready:     func(url string) { ready <- url },
 			// cat never says "started": without this every plan would be
 			// re-sent, then failed, two minutes after its dispatch.
 			AckTimeout: -1,

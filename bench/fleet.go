@@ -149,8 +149,9 @@ func startLead(ctx context.Context, dir, socket string, verbose bool) (*scratchL
 	go func() {
 		s.errc <- lead.Run(loopCtx, lead.Config{
 			Root: s.root, Workers: 1, Agent: "cat", TmuxSocket: s.socket,
-			Logger: slog.New(s.tap),
-			Ready:  func(url string) { ready <- url },
+			Isolation: "shared", // as in the burst: the loop's own path is measured
+			Logger:    slog.New(s.tap),
+			Ready:     func(url string) { ready <- url },
 		})
 	}()
 	timer := time.NewTimer(30 * time.Second)
