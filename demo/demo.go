@@ -81,7 +81,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	fmt.Fprintf(o.Out, "wrote %d plans: schema → api, client → tests; api, lint-config → docs\n", len(demoPlans))
-	fmt.Fprintf(o.Out, "  api and docs are verified by another worker; tests has an acceptance gate; docs claims more than it did\n\n")
+	fmt.Fprintf(o.Out, "  api and docs are verified by another worker; tests has an acceptance gate; docs claims more than it did\n")
+	fmt.Fprintf(o.Out, "  each worker edits its own git worktree, one branch per plan; orch integrate merges the approved ones at the end\n\n")
 
 	socket := "orch-demo-" + strconv.Itoa(os.Getpid())
 	tc := tmux.New(socket)
@@ -120,6 +121,21 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		fmt.Fprintf(o.Out, ">>> callback %d/%d: %s\n", i+1, len(demoPlans), cb.Line)
 	}
+	// Each worker edited its own worktree, on branch orch/<plan>: bring the
+	// approved plans into main, in dependency order, gates run again.
+	fmt.Fprintf(o.Out, "\norch integrate: approved plans into main, in dependency order\n")
+	steps, err := lead.Integrate(ctx, o.Dir, lead.IntegrateOptions{Progress: prefixed{o.Out, ">>> "}})
+	if err != nil {
+		return err
+	}
+	for _, s := range steps {
+		if s.Outcome == lead.Skipped {
+			continue // nothing recorded, no callback
+		}
+		if _, err := lead.Wait(ctx, o.Dir, 30*time.Second); err != nil {
+			return err
+		}
+	}
 	stop()
 	if err := <-loopErr; err != nil {
 		return err
@@ -143,7 +159,7 @@ func printSummary(w io.Writer, v lead.StatusView, dir string) {
 		if p.Reason != "" {
 			note = p.Reason
 		}
-		fmt.Fprintf(w, "  %-12s %-9s %-3s %.10s  %s\n", p.Name, p.State, p.Worker, p.Result, note)
+		fmt.Fprintf(w, "  %-12s %-10s %-3s %.10s  %s\n", p.Name, p.State, p.Worker, p.Result, note)
 	}
 	entries, err := ledger.Load(dir)
 	if err != nil {
@@ -154,5 +170,18 @@ func printSummary(w io.Writer, v lead.StatusView, dir string) {
 	for _, e := range entries {
 		fmt.Fprintf(w, "  #%d %-12s %-3s %.10s  %s\n", e.ID, e.Plan, e.Worker, e.Commit, e.Status)
 	}
-	fmt.Fprintf(w, "\nsee the harvest and ledger commits: git -C %s log --oneline\n", dir)
+	fmt.Fprintf(w, "\nsee the harvest, ledger and integration commits: git -C %s log --oneline --graph\n", dir)
+}
+
+// prefixed writes each line with a prefix.
+type prefixed struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixed) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
 }

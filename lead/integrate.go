@@ -148,7 +148,11 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 func (s IntegrateStep) Line() string {
 	switch s.Outcome {
 	case Integrated, WouldIntegrate:
-		return fmt.Sprintf("%s %s: %s (%d commits) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, s.Commits, s.Base, short(s.Commit))
+		commits := fmt.Sprintf("%d commits", s.Commits)
+		if s.Commits == 1 {
+			commits = "1 commit"
+		}
+		return fmt.Sprintf("%s %s: %s (%s) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, commits, s.Base, short(s.Commit))
 	case Conflict, WouldConflict:
 		return fmt.Sprintf("%s %s: %s with %s in %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, s.Base, strings.Join(s.Files, ", "))
 	}
