@@ -50,11 +50,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	now := l.cfg.Now().UTC()
 	for i := 1; i <= l.cfg.Workers; i++ {
 		id := fmt.Sprintf("w%d", i)
-		w := l.st.Worker(id)
-		if w == nil {
-			w = &Worker{ID: id, State: WorkerIdle, Since: now}
-			l.st.Workers = append(l.st.Workers, w)
-		}
+		w := l.st.ensureWorker(id, now)
 		if p, ok := found[id]; ok {
 			if w.Pane != p.ID {
 				l.log.Info("worker re-adopted in a renumbered pane", "worker", id, "pane", p.ID, "was", w.Pane)

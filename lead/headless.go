@@ -53,11 +53,7 @@ func (l *Loop) headlessUp() error {
 	now := l.cfg.Now().UTC()
 	for i := 1; i <= l.cfg.Workers; i++ {
 		id := fmt.Sprintf("w%d", i)
-		w := l.st.Worker(id)
-		if w == nil {
-			w = &Worker{ID: id, State: WorkerIdle, Since: now}
-			l.st.Workers = append(l.st.Workers, w)
-		}
+		w := l.st.ensureWorker(id, now)
 		if w.Pane != "" {
 			return fmt.Errorf("headless: %s has tmux pane %s from an earlier orch serve; stop that fleet with orch down first", id, w.Pane)
 		}

@@ -235,6 +235,16 @@ func (st *State) Worker(id string) *Worker {
 	return nil
 }
 
+// ensureWorker returns the worker with id, recorded idle now if it is new.
+func (st *State) ensureWorker(id string, now time.Time) *Worker {
+	w := st.Worker(id)
+	if w == nil {
+		w = &Worker{ID: id, State: WorkerIdle, Since: now}
+		st.Workers = append(st.Workers, w)
+	}
+	return w
+}
+
 // reject records a refused event, keeping the newest maxRejected.
 func (st *State) reject(r Rejection) {
 	st.Rejected = append(st.Rejected, r)
