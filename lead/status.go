@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -144,6 +145,9 @@ func pane(root, id string) (string, *State, error) {
 		return "", nil, err
 	}
 	w := st.Worker(id)
+	if w != nil && w.Headless {
+		return "", nil, fmt.Errorf("%w: %s is a headless worker: it has no screen and reads no input; its output is in %s/%s/<plan>-<attempt>.log", ErrNoFleet, id, notify.DirName, LogsDir)
+	}
 	if w == nil || w.Pane == "" {
 		return "", nil, fmt.Errorf("%w: %q (orch status lists the workers)", ErrNoFleet, id)
 	}
