@@ -117,7 +117,11 @@ func (r *Repo) CommitAll(ctx context.Context, msg string, skip ...string) (strin
 		// Back to HEAD's version in the index: a skipped file that is new is
 		// not added, one that is tracked keeps its committed content. (An
 		// exclude pathspec would make git refuse ignored paths.)
-		if _, err := r.git(ctx, append([]string{"reset", "-q", "--"}, skip...)...); err != nil {
+		args := []string{"reset", "-q", "--"}
+		for _, s := range skip {
+			args = append(args, ":(literal)"+s) // a path, never a pattern
+		}
+		if _, err := r.git(ctx, args...); err != nil {
 			return "", fmt.Errorf("commit all: %w", err)
 		}
 	}
@@ -277,4 +281,13 @@ func (r *Repo) unmerged(ctx context.Context) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// HasMerges reports whether to has merge commits that from has not.
+func (r *Repo) HasMerges(ctx context.Context, from, to string) (bool, error) {
+	out, err := r.git(ctx, "rev-list", "--merges", "-n", "1", from+".."+to)
+	if err != nil {
+		return false, fmt.Errorf("rev-list --merges %s..%s: %w", from, to, err)
+	}
+	return strings.TrimSpace(string(out)) != "", nil
 }

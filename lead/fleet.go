@@ -51,6 +51,14 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	for i := 1; i <= l.cfg.Workers; i++ {
 		id := fmt.Sprintf("w%d", i)
 		w := l.st.ensureWorker(id, now)
+		if w.Headless {
+			if w.PID != 0 && isWorkerProcess(w.PID, id, l.orchDir) {
+				return fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, w.PID)
+			}
+			// Its process is gone: a plan it held is decided below, with
+			// the panes lost at start.
+			w.Headless, w.PID, w.Pane = false, 0, ""
+		}
 		if p, ok := found[id]; ok {
 			if w.Pane != p.ID {
 				l.log.Info("worker re-adopted in a renumbered pane", "worker", id, "pane", p.ID, "was", w.Pane)
@@ -239,4 +247,12 @@ func hostname() string {
 // ShellQuote quotes s for a POSIX shell.
 func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// paneAlive says whether w's recorded pane is still there and provably w's
+// (false when tmux itself is missing or its server is gone).
+func (l *Loop) paneAlive(w *Worker) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return tmux.New(l.cfg.TmuxSocket).ProvePane(ctx, w.Pane, w.ID, false) == nil
 }

@@ -2,6 +2,7 @@ package lead
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -150,7 +151,49 @@ type gateJob struct {
 	plan    string
 	attempt int
 	cmds    []string
-	dir     string // where they run: the worker's worktree, or the repo
+	dir     string // where they run in shared isolation: the repo
+	// rev, in worktree isolation, is the plan branch's harvested commit:
+	// the gates run in a scratch worktree of it, so nothing they write
+	// ends up in the worker's worktree (and on its branch).
+	rev string
+}
+
+// gateJob is the gate run for p's current attempt.
+func (l *Loop) gateJob(ctx context.Context, p *Plan, cmds []string) gateJob {
+	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: cmds, dir: l.cfg.Root}
+	if l.isolated() {
+		if sha, err := l.repo.RevParse(ctx, "refs/heads/"+PlanBranch(p.Name)); err == nil {
+			j.rev = sha
+		} else {
+			j.dir = l.workDir(p.Worker) // no branch (a worker that never switched): its worktree
+		}
+	}
+	return j
+}
+
+// GatesDir holds the scratch worktrees gates run in, under .orch/.
+const GatesDir = "gates"
+
+// gateTree makes the scratch worktree for j and returns it and how to
+// remove it; the included files are copied and the setup command runs.
+func (l *Loop) gateTree(j gateJob) (string, func(), error) {
+	ctx := context.Background()
+	dir := filepath.Join(l.orchDir, GatesDir, fmt.Sprintf("%s-%d", j.plan, j.attempt))
+	_ = l.repo.RemoveWorktree(ctx, dir) // left by a lead loop that died
+	os.RemoveAll(dir)
+	if err := l.repo.AddWorktree(ctx, dir, j.rev); err != nil {
+		return "", nil, err
+	}
+	done := func() { l.repo.RemoveWorktree(ctx, dir) }
+	if err := copyIncludes(ctx, l.repo, dir); err != nil {
+		done()
+		return "", nil, err
+	}
+	if err := runSetup(l.conf, dir, j.plan, "gates"); err != nil {
+		done()
+		return "", nil, err
+	}
+	return dir, done, nil
 }
 
 // startGates runs the plan's acceptance commands in their own goroutine.
@@ -179,14 +222,25 @@ func (l *Loop) startGates(j gateJob) {
 		}()
 		var results []CmdResult
 		verdict := "passed"
+		dir, remove := j.dir, func() {}
+		if j.rev != "" {
+			d, rm, err := l.gateTree(j)
+			if err != nil {
+				verdict = "gates not run: " + err.Error()
+				j.cmds = nil
+			} else {
+				dir, remove = d, rm
+			}
+		}
 		for _, c := range j.cmds {
-			r := runCmdGroup(j.dir, c, timeout, l.trackGroup)
+			r := runCmdGroup(dir, c, timeout, l.trackGroup)
 			results = append(results, r)
 			if r.Failed() {
 				verdict = r.Summary()
 				break
 			}
 		}
+		remove() // before the verdict goes out: nothing of the run is left after it
 		if l.stopping.Load() {
 			return // killed because the lead loop stops: the next start runs them again
 		}

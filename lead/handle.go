@@ -193,7 +193,7 @@ func (l *Loop) queue(e event.Event) string {
 	// it must not go to); every plan keeps its attempt count and its
 	// verification history.
 	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
-		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification}
+		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base}
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return "queued"
 }
@@ -267,7 +267,13 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
 	}
 	now := l.cfg.Now().UTC()
-	if err := l.collect(ctx, e); err != nil {
+	if err := l.collect(ctx, e); errors.Is(err, ErrInclude) {
+		// Redelivery would not help: the file must be fixed.
+		reason := fmt.Sprintf("reported done (%s) but its work was not committed: %v", e.Status, err)
+		p.State, p.Status, p.Reason, p.Updated = PlanFailed, e.Status, reason, now
+		l.free(w)
+		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
+	} else if err != nil {
 		return nil, "", err
 	}
 	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
@@ -298,7 +304,7 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 		// The worker stays busy while its gates run in its checkout: in a
 		// shared tree its next plan would change what the gates test.
 		p.State, p.Reason, p.Gates = PlanVerifying, "acceptance gates running", true
-		j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: def.Acceptance, dir: l.workDir(p.Worker)}
+		j := l.gateJob(ctx, p, def.Acceptance)
 		l.after(func() { l.startGates(j) })
 		return nil, "harvested " + short(sha) + "; gates running", nil
 	}
@@ -532,7 +538,7 @@ func (l *Loop) regate(e event.Event) string {
 	if p == nil || p.State != PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
 		return "ignored: the gates' result is in"
 	}
-	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: p.Def.Acceptance, dir: l.workDir(p.Worker)}
+	j := l.gateJob(context.Background(), p, p.Def.Acceptance)
 	l.after(func() { l.startGates(j) })
 	return "gates run again"
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -30,8 +31,12 @@ import (
 // .orch/logs/<plan>-<attempt>.log, written by the process itself (so it
 // survives a lead loop that dies) and cut to MaxLog when it ends.
 
-// LogsDir holds headless agents' output, under .orch/.
-const LogsDir = "logs"
+// LogsDir holds headless agents' output, under .orch/; RunDir the pid
+// files headless processes write for themselves.
+const (
+	LogsDir = "logs"
+	RunDir  = "run"
+)
 
 // MaxLog bounds one headless run's captured output.
 const MaxLog = 1 << 20
@@ -55,11 +60,28 @@ func (l *Loop) headlessUp() error {
 		id := fmt.Sprintf("w%d", i)
 		w := l.st.ensureWorker(id, now)
 		if w.Pane != "" {
-			return fmt.Errorf("headless: %s has tmux pane %s from an earlier orch serve; stop that fleet with orch down first", id, w.Pane)
+			if l.paneAlive(w) {
+				return fmt.Errorf("headless: %s's tmux pane %s from an earlier orch serve is still there; stop that fleet with orch down first", id, w.Pane)
+			}
+			// The tmux fleet is gone; a plan its pane held is decided once
+			// the events sent before are in (reportLost).
+			if w.Plan != "" {
+				l.lost = append(l.lost, lostPlan{worker: id, pane: w.Pane, plan: w.Plan})
+			}
+			w.Pane = ""
 		}
 		w.Headless, w.Host = true, hostname()
 		if w.State == WorkerDead {
 			w.State, w.Reason = WorkerIdle, ""
+		}
+		if w.PID == 0 && w.Plan != "" {
+			// Dispatched, but the lead stopped before it recorded the
+			// process: the process says itself whether it started.
+			w.PID = l.pidFile(w.ID, w.Plan, l.attemptOf(w.Plan))
+			if w.PID == 0 {
+				l.lost = append(l.lost, lostPlan{worker: id, plan: w.Plan})
+				continue
+			}
 		}
 		if w.PID != 0 {
 			l.rewatch(w)
@@ -70,6 +92,9 @@ func (l *Loop) headlessUp() error {
 	sort.Slice(l.st.Workers, func(i, j int) bool { return workerNum(l.st.Workers[i].ID) < workerNum(l.st.Workers[j].ID) })
 	return l.save()
 }
+
+// unknownStatus marks the exit of a process this lead loop did not start.
+const unknownStatus = "status unknown: started by an earlier orch serve"
 
 // exitNote is a headless process that ended, to be published.
 type exitNote struct {
@@ -83,9 +108,13 @@ type exitNote struct {
 func (l *Loop) rewatch(w *Worker) {
 	n := exitNote{worker: w.ID, plan: w.Plan, attempt: l.attemptOf(w.Plan), pid: w.PID}
 	fd, err := unix.PidfdOpen(w.PID, 0)
+	if err == nil && !isWorkerProcess(w.PID, w.ID, l.orchDir) {
+		unix.Close(fd) // the pid was reused by an unrelated process: ours is gone
+		err = unix.ESRCH
+	}
 	if err != nil {
 		// Published by reportExits, once the stream is caught up.
-		n.how = "ended while orch serve was down"
+		n.how = "ended while orch serve was down (" + unknownStatus + ")"
 		l.pendingExits = append(l.pendingExits, n)
 		return
 	}
@@ -100,7 +129,7 @@ func (l *Loop) rewatch(w *Worker) {
 			}
 		}
 		if fds[0].Revents != 0 && fds[1].Revents == 0 {
-			n.how = "ended (started by an earlier orch serve: status unknown)"
+			n.how = "ended (" + unknownStatus + ")"
 			send(l, l.exits, n)
 		}
 	}()
@@ -111,15 +140,6 @@ func (l *Loop) attemptOf(plan string) int {
 		return p.Attempts
 	}
 	return 0
-}
-
-// reportExits publishes the exits found at start.
-func (l *Loop) reportExits() {
-	pending := l.pendingExits
-	l.pendingExits = nil
-	for _, n := range pending {
-		l.publishExit(n)
-	}
 }
 
 // startHeadless starts the agent's headless command for a plan.
@@ -147,6 +167,14 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 		f.Close()
 		return err
 	}
+	// The process records itself first: if the lead dies before it saves
+	// the pid, the next one still finds the process (pidFile).
+	run := filepath.Join(l.orchDir, RunDir)
+	if err := os.MkdirAll(run, 0o700); err != nil {
+		f.Close()
+		return err
+	}
+	cmdline = fmt.Sprintf("echo \"$$ %s %d\" > %s; %s", plan, attempt, ShellQuote(filepath.Join(run, w.ID+".pid")), cmdline)
 	if l.cfg.BinDir != "" {
 		cmdline = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; " + cmdline
 	}
@@ -169,6 +197,7 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	if err != nil {
 		return err
 	}
+	l.fault("headless-started")
 	w.PID = cmd.Process.Pid
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
@@ -207,6 +236,19 @@ func (l *Loop) reportExit(n exitNote) {
 	l.publishExit(n)
 }
 
+// reportExits publishes the exits found at start, their logs cut first
+// (the lead that would have cut them was not there).
+func (l *Loop) reportExits() {
+	pending := l.pendingExits
+	l.pendingExits = nil
+	for _, n := range pending {
+		if n.plan != "" {
+			capLog(filepath.Join(l.orchDir, LogsDir, fmt.Sprintf("%s-%d.log", n.plan, n.attempt)))
+		}
+		l.publishExit(n)
+	}
+}
+
 func (l *Loop) publishExit(n exitNote) {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("exited %s %s %d %d", n.worker, n.plan, n.attempt, n.pid)))
 	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Exited, Worker: n.worker, Plan: n.plan,
@@ -243,6 +285,12 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 	}
 	w.Plan = ""
 	log := filepath.Join(notify.DirName, LogsDir, fmt.Sprintf("%s-%d.log", p.Name, p.Attempts))
+	if strings.Contains(e.Status, unknownStatus) {
+		// It ended while no lead loop watched it as its parent: stopped by
+		// orch down, killed with the tmux server's machine, or crashed. Like
+		// a lost pane: the plan goes out once more, then fails.
+		return l.requeueOrFail(e, w, p, fmt.Sprintf("headless process %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log))
+	}
 	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log), now
 	l.log.Warn("headless agent ended without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
 	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
@@ -274,4 +322,54 @@ func capLog(path string) error {
 	fmt.Fprintf(&b, "\n…[%d bytes of output left out]…\n", fi.Size()-2*half)
 	b.Write(tail)
 	return atomicfile.Write(path, b.Bytes(), 0o600)
+}
+
+// pidFile returns the pid a headless process recorded for itself for this
+// attempt of plan on worker id, if it is still that process; else 0.
+func (l *Loop) pidFile(id, plan string, attempt int) int {
+	data, err := os.ReadFile(filepath.Join(l.orchDir, RunDir, id+".pid"))
+	if err != nil {
+		return 0
+	}
+	var pid, att int
+	var name string
+	if n, _ := fmt.Sscanf(string(data), "%d %s %d", &pid, &name, &att); n != 3 || name != plan || att != attempt {
+		return 0
+	}
+	if !isWorkerProcess(pid, id, l.orchDir) {
+		return 0
+	}
+	return pid
+}
+
+// isWorkerProcess proves that pid is a headless process orch started for
+// worker id of this repo (its environment says so), not an unrelated one
+// that got the same pid later.
+func isWorkerProcess(pid int, id, orchDir string) bool {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return false
+	}
+	vars := strings.Split(string(env), "\x00")
+	return slices.Contains(vars, "ORCH_WORKER="+id) && slices.Contains(vars, "ORCH_DIR="+orchDir)
+}
+
+// StopHeadless ends the headless processes recorded in the state (their
+// process groups get SIGTERM), for orch down. Only processes that prove
+// to be this repo's workers are signalled.
+func StopHeadless(root string) ([]string, error) {
+	st, err := LoadState(OrchDir(root))
+	if err != nil {
+		return nil, err
+	}
+	var stopped []string
+	for _, w := range st.Workers {
+		if !w.Headless || w.PID == 0 || !isWorkerProcess(w.PID, w.ID, OrchDir(root)) {
+			continue
+		}
+		if err := syscall.Kill(-w.PID, syscall.SIGTERM); err == nil {
+			stopped = append(stopped, fmt.Sprintf("headless %s (pid %d, plan %s)", w.ID, w.PID, w.Plan))
+		}
+	}
+	return stopped, nil
 }

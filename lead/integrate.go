@@ -61,6 +61,7 @@ type IntegrateStep struct {
 	Files   []string `json:"files,omitempty"`  // conflicting files
 	Reason  string   `json:"reason,omitempty"`
 	Spooled bool     `json:"spooled,omitempty"` // the record waits in the spool for orch serve
+	Gates   bool     `json:"-"`                 // failed because its gates fail on the combined code
 }
 
 // ErrNotApproved is a named plan that is not done or verified.
@@ -69,8 +70,12 @@ var ErrNotApproved = errors.New("not approved")
 // ErrShared means there are no plan branches: shared isolation.
 var ErrShared = errors.New("shared isolation: plans are committed on the checked-out branch already, nothing to integrate")
 
-// IntegrateDir holds the scratch worktrees of orch integrate, under .orch/.
-const IntegrateDir = "integrate"
+// IntegrateDir holds the scratch worktrees of orch integrate, under .orch/;
+// IntegrateLock keeps two runs apart.
+const (
+	IntegrateDir  = "integrate"
+	IntegrateLock = "integrate.lock"
+)
 
 // maxMoves bounds how often one plan is combined again because the base
 // branch moved (a harvest commit) while its gates ran.
@@ -110,6 +115,16 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 	}
 	if base == "" {
 		return nil, fmt.Errorf("integrate: HEAD is detached in %s: check out the branch to integrate into (git switch main)", root)
+	}
+	if !o.DryRun {
+		lk, pid, err := flock.TryExclusive(filepath.Join(OrchDir(root), IntegrateLock))
+		if errors.Is(err, flock.ErrHeld) {
+			return nil, fmt.Errorf("integrate: another orch integrate runs (pid %d); wait for it", pid)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("integrate: %w", err)
+		}
+		defer lk.Unlock()
 	}
 	names, err := approved(st, o.Plans)
 	if err != nil {
@@ -165,7 +180,7 @@ func (s IntegrateStep) Line() string {
 // round.
 func approved(st *State, named []string) ([]string, error) {
 	ok := func(p *Plan) bool {
-		return p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict || p.State == PlanIntegrated
+		return p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict || p.State == PlanIntegrated || integrationFailed(p)
 	}
 	if len(named) > 0 {
 		for _, n := range named {
@@ -184,13 +199,22 @@ func approved(st *State, named []string) ([]string, error) {
 	}
 	var out []string
 	for n, p := range st.Plans {
-		if p.VerifyOf == "" && (p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict) {
+		if p.VerifyOf == "" && (p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict || integrationFailed(p)) {
 			out = append(out, n)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
 }
+
+// integrationFailed says whether a plan failed only at integration (its
+// gates on the combined code): it is still approved, to be tried again.
+func integrationFailed(p *Plan) bool {
+	return p.State == PlanFailed && strings.HasPrefix(p.Reason, integrationReason)
+}
+
+// integrationReason starts the reason of a plan failed by orch integrate.
+const integrationReason = "integration: "
 
 // integrationOrder sorts plans so that each comes after the plans it
 // depends on (ties: by name). A plan whose dependency is neither
@@ -333,15 +357,20 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 	}
 	for move := 0; ; move++ {
 		next, step := in.combine(s, tip, branch)
-		if step.Outcome != "" {
+		if step.Outcome == Conflict || step.Gates {
 			return in.record(step), tip
+		}
+		if step.Outcome != "" {
+			return step, tip // git failed in the scratch worktree: nothing changed, not recorded
 		}
 		// Move the base branch: under the git lock, so no harvest commit
 		// lands in between, and only if nothing landed while the gates ran.
 		moved, err := in.advance(tip, next)
 		if err != nil {
+			// Nothing moved and the plan is as it was: not recorded, so
+			// running orch integrate again tries it again.
 			s.Outcome, s.Reason = IntegrateFail, err.Error()
-			return in.record(s), tip
+			return s, tip
 		}
 		if moved == "" {
 			s.Outcome, s.Commit = Integrated, next
@@ -349,7 +378,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 		}
 		if move+1 >= maxMoves {
 			s.Outcome, s.Reason = IntegrateFail, fmt.Sprintf("%s kept moving while the gates ran (%d tries); run orch integrate again", in.base, maxMoves)
-			return in.record(s), moved
+			return s, moved // not recorded: a retry may go through
 		}
 		tip = moved
 	}
@@ -363,8 +392,16 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 	dir := filepath.Join(OrchDir(in.root), IntegrateDir, s.Plan)
 	_ = in.repo.RemoveWorktree(ctx, dir) // one left by an interrupted run
 	os.RemoveAll(dir)
+	// A branch with merge commits (a conflict resolved by merging the base
+	// into it) is merged: a rebase would drop the resolution.
+	rebase := in.conf.Integrate == config.Rebase
+	if rebase {
+		if merges, err := in.repo.HasMerges(ctx, tip, branch); err != nil || merges {
+			rebase = false
+		}
+	}
 	start := tip
-	if in.conf.Integrate == config.Rebase {
+	if rebase {
 		start = branch
 	}
 	if err := in.repo.AddWorktree(ctx, dir, start); err != nil {
@@ -375,7 +412,7 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 	wt := in.repo.At(dir)
 	var next string
 	var err error
-	if in.conf.Integrate == config.Rebase {
+	if rebase {
 		next, err = wt.Rebase(ctx, tip)
 	} else {
 		next, err = wt.Merge(ctx, branch, fmt.Sprintf("integrate %s\n\nOrch-Integrated: %s\n", s.Plan, s.Plan))
@@ -389,10 +426,23 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 		s.Outcome, s.Reason = IntegrateFail, err.Error()
 		return "", s
 	}
-	for _, c := range in.gates(s.Plan) {
+	gates := in.gates(s.Plan)
+	if len(gates) > 0 {
+		// The gates see what the worker's worktree had: the included files
+		// and the setup command's work.
+		if err := copyIncludes(ctx, in.repo, dir); err != nil {
+			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			return "", s
+		}
+		if err := runSetup(in.conf, dir, s.Plan, "integrate"); err != nil {
+			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			return "", s
+		}
+	}
+	for _, c := range gates {
 		r := runCmd(dir, c, in.o.GateTimeout)
 		if r.Failed() {
-			s.Outcome, s.Reason = IntegrateFail, "acceptance gate fails on the combined code: "+r.Summary()
+			s.Outcome, s.Reason, s.Gates = IntegrateFail, "acceptance gate fails on the combined code: "+r.Summary(), true
 			return "", s
 		}
 	}

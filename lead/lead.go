@@ -193,6 +193,9 @@ func Run(ctx context.Context, cfg Config) error {
 	default:
 		return fmt.Errorf("serve: %w: isolation %q: want %s or %s", config.ErrInvalid, cfg.Isolation, config.Worktree, config.Shared)
 	}
+	if _, err := includes(ctx, l.repo); err != nil {
+		return fmt.Errorf("serve: %w (fix it and commit)", err)
+	}
 	if l.st, err = LoadState(l.orchDir); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -40,9 +40,11 @@ func (l *Loop) schedule(ctx context.Context) {
 			return
 		}
 		l.dispatchTo(ctx, p, w)
-		if p.State != PlanDispatched {
+		if p.State != PlanDispatched && w.State != WorkerDead {
 			return // it could not go out; the next event tries again, no spinning
 		}
+		// Dispatched, or the worker was taken out of use (its worktree
+		// refused): go on with the next. Each turn uses up one idle worker.
 		if l.cfg.Stagger > 0 {
 			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
 		}
@@ -134,7 +136,12 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 	}
 	p.Def = &PlanDef{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
 	if l.isolated() {
-		if err := l.prepare(ctx, p, w); err != nil {
+		// Git is never killed half-way (a stopping loop waits for it): a
+		// killed git leaves index.lock behind.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		err := l.prepare(pctx, p, w)
+		cancel()
+		if err != nil {
 			l.prepareFailed(p, w, err)
 			return
 		}

@@ -216,6 +216,11 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 			return stopped, ctx.Err()
 		}
 	}
+	hl, err := StopHeadless(root)
+	stopped = append(stopped, hl...)
+	if err != nil {
+		return stopped, err
+	}
 	st, err := LoadState(OrchDir(root))
 	if err != nil {
 		return stopped, err

@@ -15,7 +15,6 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
-	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -63,12 +62,16 @@ func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 		return dir, nil
 	}
-	// A folder left without its .git file (or a stale registration) is
-	// cleared first; a worktree's own work is committed on its branches.
-	_ = l.repo.RemoveWorktree(ctx, dir)
-	if err := os.RemoveAll(dir); err != nil {
-		return "", fmt.Errorf("worktree %s: %w", id, err)
+	// A folder left without its .git file is moved aside, never deleted
+	// (it may hold work); a stale registration is pruned.
+	if _, err := os.Lstat(dir); err == nil {
+		aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
+		if err := os.Rename(dir, aside); err != nil {
+			return "", fmt.Errorf("worktree %s: %w", id, err)
+		}
+		l.log.Warn("worktree folder without .git moved aside", "worker", id, "to", aside)
 	}
+	_ = l.repo.RemoveWorktree(ctx, dir)
 	head, err := l.repo.Head(ctx)
 	if err != nil {
 		return "", fmt.Errorf("worktree %s: %w", id, err)
@@ -101,6 +104,10 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	if holder, err := l.repo.WorktreeOf(ctx, branch); err != nil {
 		return err
 	} else if holder != "" && filepath.Clean(holder) != filepath.Clean(dir) {
+		if filepath.Dir(filepath.Clean(holder)) != filepath.Join(l.orchDir, WorktreesDir) {
+			// Someone's own checkout: never commit in it or move it.
+			return fmt.Errorf("%w: %s is checked out in %s; switch that checkout to another branch, then orch dispatch %s again", ErrBranchHeld, branch, holder, p.Name)
+		}
 		other := l.repo.At(holder)
 		if err := l.saveLeftovers(ctx, other, filepath.Base(holder)); err != nil {
 			return err
@@ -127,23 +134,53 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	if err := l.syncPlanFolder(p.Name, dir); err != nil {
 		return err
 	}
-	if err := l.copyIncludes(ctx, dir); err != nil {
+	if err := copyIncludes(ctx, l.repo, dir); err != nil {
 		return err
 	}
 	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
-	if l.conf.Setup != "" {
-		// The setup command knows which plan and worker it prepares for.
-		setup := "ORCH_PLAN=" + ShellQuote(p.Name) + " ORCH_WORKER=" + ShellQuote(w.ID) + "; export ORCH_PLAN ORCH_WORKER; " + l.conf.Setup
-		r := runCmd(dir, setup, time.Duration(l.conf.SetupTimeout))
-		if r.Failed() {
-			return fmt.Errorf("%w: %s", ErrSetup, strings.TrimPrefix(r.Summary(), "gate "))
-		}
+	return runSetup(l.conf, dir, p.Name, w.ID)
+}
+
+// runSetup runs orch.yaml's setup command in a worktree, with ORCH_PLAN and
+// ORCH_WORKER set: it knows which plan (and worker) it prepares for.
+func runSetup(conf *config.Config, dir, plan, worker string) error {
+	if conf.Setup == "" {
+		return nil
 	}
-	return nil
+	setup := "ORCH_PLAN=" + ShellQuote(plan) + " ORCH_WORKER=" + ShellQuote(worker) + "; export ORCH_PLAN ORCH_WORKER; " + conf.Setup
+	r := runCmd(dir, setup, time.Duration(conf.SetupTimeout))
+	if !r.Failed() {
+		return nil
+	}
+	how := fmt.Sprintf("exit %d", r.Exit)
+	switch {
+	case r.TimedOut:
+		how = "timed out after " + time.Duration(conf.SetupTimeout).String()
+	case r.Err != "":
+		how = r.Err
+	}
+	// The captured output keeps line ends as \n escapes.
+	out := strings.TrimSpace(strings.ReplaceAll(r.Stderr, `\n`, "\n"))
+	if out == "" {
+		out = strings.TrimSpace(strings.ReplaceAll(r.Stdout, `\n`, "\n"))
+	}
+	if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+		out = out[i+1:] // the last line says most
+	}
+	if out != "" {
+		how += ": " + out
+	}
+	return fmt.Errorf("%w: %q: %s", ErrSetup, conf.Setup, how)
 }
 
 // ErrSetup is a failed setup command (orch.yaml's setup).
 var ErrSetup = errors.New("setup command failed")
+
+// ErrBranchHeld is a plan branch checked out outside orch's worktrees.
+var ErrBranchHeld = errors.New("plan branch in use")
+
+// ErrInclude is an unusable .worktreeinclude.
+var ErrInclude = errors.New("bad " + IncludeFile)
 
 // saveLeftovers commits whatever is uncommitted in a worktree onto its
 // branch, so switching branches never carries or loses work. On a detached
@@ -153,7 +190,7 @@ func (l *Loop) saveLeftovers(ctx context.Context, wt *git.Repo, id string) error
 	if err != nil || branch == "" {
 		return err
 	}
-	skip, err := l.includes(ctx)
+	skip, err := includes(ctx, l.repo)
 	if err != nil {
 		return err
 	}
@@ -178,7 +215,7 @@ func (l *Loop) collect(ctx context.Context, e event.Event) error {
 		return fmt.Errorf("collect %s: %w", e.Plan, err)
 	}
 	if branch == PlanBranch(e.Plan) {
-		skip, err := l.includes(ctx)
+		skip, err := includes(ctx, l.repo)
 		if err != nil {
 			return err
 		}
@@ -191,17 +228,34 @@ func (l *Loop) collect(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return nil // the harvest reads the repo's copy and says what is wrong
 	}
-	dst := filepath.Join(l.cfg.Root, filepath.FromSlash(plans.RelResultPath(e.Plan)))
-	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("collect %s: %w", e.Plan, err)
-	}
-	if err := atomicfile.Write(dst, data, 0o644); err != nil {
+	if err := writeIn(l.cfg.Root, plans.RelResultPath(e.Plan), data, 0o644); err != nil {
 		return fmt.Errorf("collect %s: %w", e.Plan, err)
 	}
 	return nil
+}
+
+// writeIn writes rel (slash-separated) under dir, through os.Root: no
+// symlink (a worker may commit one) can carry the write outside dir. A
+// file that already holds data is left alone; otherwise it is replaced by
+// rename, so a reader never sees half of it.
+func writeIn(dir, rel string, data []byte, perm os.FileMode) error {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	rel = filepath.FromSlash(rel)
+	if old, err := r.ReadFile(rel); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		return err
+	}
+	tmp := rel + ".orch-tmp"
+	if err := r.WriteFile(tmp, data, perm); err != nil {
+		return err
+	}
+	return r.Rename(tmp, rel)
 }
 
 // syncPlanFolder copies the repo's PLAN.md of a plan into a worktree when
@@ -213,20 +267,14 @@ func (l *Loop) syncPlanFolder(name, dir string) error {
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", name, err)
 	}
-	dst := filepath.Join(dir, rel)
-	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, src) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	return atomicfile.Write(dst, src, 0o644)
+	return writeIn(dir, filepath.ToSlash(rel), src, 0o644)
 }
 
 // includes reads the committed .worktreeinclude: one path per line,
 // relative to the repo root, # comments; paths must stay inside the repo.
-func (l *Loop) includes(ctx context.Context) ([]string, error) {
-	data, err := l.repo.Show(ctx, "HEAD", IncludeFile)
+// Each is a literal path, never a pattern.
+func includes(ctx context.Context, repo *git.Repo) ([]string, error) {
+	data, err := repo.Show(ctx, "HEAD", IncludeFile)
 	if err != nil {
 		return nil, nil // none committed
 	}
@@ -240,7 +288,7 @@ func (l *Loop) includes(ctx context.Context) ([]string, error) {
 		clean := filepath.Clean(line)
 		if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") ||
 			clean == ".git" || strings.HasPrefix(clean, ".git/") || clean == ".orch" || strings.HasPrefix(clean, ".orch/") {
-			return nil, fmt.Errorf("%s line %d: %q must be a path inside the repo (not .git or .orch)", IncludeFile, n, line)
+			return nil, fmt.Errorf("%w: line %d: %q must be a path inside the repo (not .git or .orch)", ErrInclude, n, line)
 		}
 		out = append(out, filepath.ToSlash(clean))
 	}
@@ -248,56 +296,64 @@ func (l *Loop) includes(ctx context.Context) ([]string, error) {
 }
 
 // copyIncludes copies the .worktreeinclude files that exist in the repo
-// into a worktree (regular files only; a missing one is skipped).
-func (l *Loop) copyIncludes(ctx context.Context, dir string) error {
-	list, err := l.includes(ctx)
+// into a worktree (regular files only; a missing one is skipped). Both
+// sides go through os.Root: a symlink on the way cannot lead outside.
+func copyIncludes(ctx context.Context, repo *git.Repo, dir string) error {
+	list, err := includes(ctx, repo)
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	src, err := os.OpenRoot(repo.Root)
 	if err != nil {
 		return err
 	}
+	defer src.Close()
 	for _, rel := range list {
-		src := filepath.Join(l.cfg.Root, filepath.FromSlash(rel))
-		fi, err := os.Lstat(src)
+		name := filepath.FromSlash(rel)
+		fi, err := src.Lstat(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %s: %v", ErrInclude, rel, err)
 		}
 		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s: %s is not a regular file (symlinks and folders are not copied)", IncludeFile, rel)
+			return fmt.Errorf("%w: %s is not a regular file (symlinks and folders are not copied)", ErrInclude, rel)
 		}
-		data, err := os.ReadFile(src)
+		data, err := src.ReadFile(name)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %s: %v", ErrInclude, rel, err)
 		}
-		dst := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		if err := atomicfile.Write(dst, data, fi.Mode().Perm()); err != nil {
-			return err
+		if err := writeIn(dir, rel, data, fi.Mode().Perm()); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInclude, rel, err)
 		}
 	}
 	return nil
 }
 
-// prepareFailed records a plan whose worktree could not be readied: a
-// failed setup command fails the plan (the user must see it, and it would
-// fail again on any worker); anything else (git refused) leaves it queued
-// for the next event, the worker free.
+// prepareFailed records a plan whose worktree could not be readied. A
+// failed setup command, a bad .worktreeinclude or a branch held by
+// someone's checkout fail the plan (the user must act; it would fail again
+// on any worker). Anything else is this worker's worktree refusing (a
+// stale lock, a broken checkout): the worker is taken out of use, with the
+// reason, and the plan stays queued for another worker.
 func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) {
 	reason := event.Clean("worktree for " + w.ID + ": " + err.Error())
-	if errors.Is(err, ErrSetup) {
+	now := l.cfg.Now().UTC()
+	p.Def = nil
+	if errors.Is(err, ErrSetup) || errors.Is(err, ErrInclude) || errors.Is(err, ErrBranchHeld) {
 		p.Attempts++
-		p.State, p.Reason, p.Worker, p.Updated = PlanFailed, reason, w.ID, l.cfg.Now().UTC()
+		p.State, p.Reason, p.Worker, p.Updated = PlanFailed, reason, w.ID, now
 		id := fmt.Sprintf("setup-%s-%d", p.Name, p.Attempts)
 		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, id, p.Name, w.ID, reason, ""))
-		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
+		l.log.Warn("plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
 	} else {
 		p.Reason = reason
-		l.log.Error("worktree not ready: plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
+		w.State, w.Reason, w.Since = WorkerDead, reason, now
+		id := fmt.Sprintf("worktree-%s-%s-%d", w.ID, p.Name, p.Attempts)
+		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackDied, id, w.ID, w.ID, reason+"; plan "+p.Name+" stays queued", ""))
+		l.log.Error("worktree not ready: worker out of use, plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
 	}
-	p.Def = nil
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
@@ -312,8 +368,8 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string
 	if p == nil {
 		return nil, "ignored: unknown plan"
 	}
-	switch p.State {
-	case PlanDone, PlanVerified, PlanConflict, PlanIntegrated:
+	switch {
+	case p.State == PlanDone, p.State == PlanVerified, p.State == PlanConflict, p.State == PlanIntegrated, integrationFailed(p):
 	default:
 		return nil, "ignored: plan is " + p.State
 	}
@@ -321,14 +377,18 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string
 	kind, status, ok := strings.Cut(e.Status, " ")
 	switch {
 	case kind == "integrated" && ok:
-		if p.State == PlanIntegrated && p.Merged == status {
+		if p.State == PlanIntegrated {
 			return nil, "ignored: already integrated"
 		}
 		p.State, p.Merged, p.Reason, p.Updated = PlanIntegrated, status, "", now
 		if w := l.st.Worker(p.Worker); w != nil && w.Plan == "" && l.isolated() {
+			// What the worker left since its done stays on the branch; then
+			// the worktree lets go of it.
 			wt := l.repo.At(l.workDir(w.ID))
 			if b, err := wt.CurrentBranch(ctx); err == nil && b == PlanBranch(p.Name) {
-				if err := wt.Detach(ctx, "HEAD"); err != nil {
+				if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
+					l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
+				} else if err := wt.Detach(ctx, "HEAD"); err != nil {
 					l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
 				}
 			}
@@ -340,7 +400,7 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string
 		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
 		return newCallback(CallbackConflict, e.ID, p.Name, p.Worker, status, ""), "conflict"
 	case kind == "failed:":
-		p.State, p.Reason, p.Updated = PlanFailed, "integration: "+status, now
+		p.State, p.Reason, p.Updated = PlanFailed, integrationReason+status, now
 		return newCallback(CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
