@@ -87,7 +87,10 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 		return nil, l.refuse(e, "unknown worker "+e.Worker)
 	}
 	p := l.st.Plans[e.Plan]
-	if w.Plan == e.Plan {
+	if e.Attempt != 0 && p != nil && p.Attempts != e.Attempt {
+		return nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, e.Plan, p.Attempts)
+	}
+	if w.Plan == e.Plan && w.PID == 0 {
 		w.State, w.Plan, w.Since = WorkerIdle, "", l.cfg.Now().UTC()
 	}
 	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {

@@ -52,8 +52,8 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		id := fmt.Sprintf("w%d", i)
 		w := l.st.ensureWorker(id, now)
 		if w.Headless {
-			if w.PID != 0 && isWorkerProcess(w.PID, id, l.orchDir) {
-				return fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, w.PID)
+			if pid := livePID(l.orchDir, w, l.attemptOf(w.Plan)); pid != 0 {
+				return fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, pid)
 			}
 			// Its process is gone: a plan it held is decided below, with
 			// the panes lost at start.
@@ -86,7 +86,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			// plan is not queued again here: a "done" it sent may still be
 			// waiting in the spool or the stream. reportLost puts the loss
 			// into the stream behind those, and the loop decides then.
-			l.lost = append(l.lost, lostPlan{worker: id, pane: w.Pane, plan: w.Plan})
+			l.lost = append(l.lost, lostPlan{worker: id, pane: w.Pane, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
 			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
 			l.log.Info("worker up in a new pane; its plan's fate is decided once earlier events are in", "worker", id, "pane", pane, "plan", w.Plan)
 			continue
@@ -131,15 +131,22 @@ func (l *Loop) sessionFor(ctx context.Context) (string, bool, error) {
 }
 
 // lostPlan is a plan whose worker's pane was gone when orch serve started.
-type lostPlan struct{ worker, pane, plan string }
+type lostPlan struct {
+	worker, pane, plan string
+	attempt            int // the plan's attempt the worker held
+}
 
 // reportLost publishes one "lost" record per lost plan, behind everything
 // already in the stream and the spool.
 func (l *Loop) reportLost() {
 	for _, lp := range l.lost {
 		sum := sha256.Sum256([]byte("lost " + lp.worker + " " + lp.pane + " " + lp.plan + " " + l.cfg.Now().String()))
+		status := fmt.Sprintf("pane %s was gone when orch serve started", lp.pane)
+		if lp.pane == "" {
+			status = "its headless process was never recorded (orch serve stopped while starting it)"
+		}
 		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Lost, Worker: lp.worker, Pane: lp.pane,
-			Plan: lp.plan, Host: hostname(), Status: fmt.Sprintf("pane %s was gone when orch serve started", lp.pane), Time: l.cfg.Now().UTC()}
+			Plan: lp.plan, Attempt: lp.attempt, Host: hostname(), Status: status, Time: l.cfg.Now().UTC()}
 		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
 			l.log.Error("report lost pane", "worker", lp.worker, "err", err)
 		}

@@ -155,12 +155,13 @@ type gateJob struct {
 	// rev, in worktree isolation, is the plan branch's harvested commit:
 	// the gates run in a scratch worktree of it, so nothing they write
 	// ends up in the worker's worktree (and on its branch).
-	rev string
+	rev    string
+	worker string // whose work it is (the setup command's ORCH_WORKER)
 }
 
 // gateJob is the gate run for p's current attempt.
 func (l *Loop) gateJob(ctx context.Context, p *Plan, cmds []string) gateJob {
-	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: cmds, dir: l.cfg.Root}
+	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: cmds, dir: l.cfg.Root, worker: p.Worker}
 	if l.isolated() {
 		if sha, err := l.repo.RevParse(ctx, "refs/heads/"+PlanBranch(p.Name)); err == nil {
 			j.rev = sha
@@ -189,7 +190,7 @@ func (l *Loop) gateTree(j gateJob) (string, func(), error) {
 		done()
 		return "", nil, err
 	}
-	if err := runSetup(l.conf, dir, j.plan, "gates"); err != nil {
+	if err := runSetup(l.conf, dir, j.plan, j.worker, l.trackGroup); err != nil {
 		done()
 		return "", nil, err
 	}
@@ -262,7 +263,7 @@ func (l *Loop) startGates(j gateJob) {
 // time and the tail of its output.
 func writeGates(root, plan string, attempt int, results []CmdResult, verdict string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Acceptance gates: %s (attempt %d)\n\nRun by the lead loop in %s. Verdict: **%s**\n", plan, attempt, "the worker's checkout", verdict)
+	fmt.Fprintf(&b, "# Acceptance gates: %s (attempt %d)\n\nRun by the lead loop in the plan's code (a scratch worktree of its branch; the repo itself in shared isolation). Verdict: **%s**\n", plan, attempt, verdict)
 	for i, r := range results {
 		fmt.Fprintf(&b, "\n## %d. `%s`\n\n- exit: %d\n- wall: %s\n", i+1, r.Cmd, r.Exit, r.Wall.Round(time.Millisecond))
 		if r.TimedOut {

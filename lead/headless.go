@@ -65,10 +65,12 @@ func (l *Loop) headlessUp() error {
 			}
 			// The tmux fleet is gone; a plan its pane held is decided once
 			// the events sent before are in (reportLost).
+			had := w.Pane
+			w.Pane, w.Headless, w.Host = "", true, hostname()
 			if w.Plan != "" {
-				l.lost = append(l.lost, lostPlan{worker: id, pane: w.Pane, plan: w.Plan})
+				l.lost = append(l.lost, lostPlan{worker: id, pane: had, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
+				continue // decided by the lost record, once
 			}
-			w.Pane = ""
 		}
 		w.Headless, w.Host = true, hostname()
 		if w.State == WorkerDead {
@@ -77,9 +79,9 @@ func (l *Loop) headlessUp() error {
 		if w.PID == 0 && w.Plan != "" {
 			// Dispatched, but the lead stopped before it recorded the
 			// process: the process says itself whether it started.
-			w.PID = l.pidFile(w.ID, w.Plan, l.attemptOf(w.Plan))
+			w.PID = recordedPID(l.orchDir, w.ID, w.Plan, l.attemptOf(w.Plan))
 			if w.PID == 0 {
-				l.lost = append(l.lost, lostPlan{worker: id, plan: w.Plan})
+				l.lost = append(l.lost, lostPlan{worker: id, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
 				continue
 			}
 		}
@@ -206,9 +208,6 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	n := exitNote{worker: w.ID, plan: plan, attempt: attempt, pid: w.PID}
 	go func() {
 		err := cmd.Wait() // the process's exit is the event; nothing is polled
-		if err := capLog(logPath); err != nil {
-			l.log.Warn("headless log not cut", "log", logPath, "err", err)
-		}
 		n.how = "exit status 0"
 		var ee *exec.ExitError
 		switch {
@@ -233,6 +232,9 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 // and the attempt, so reporting it twice has one effect.
 func (l *Loop) reportExit(n exitNote) {
 	l.ingestSpool()
+	if n.plan != "" {
+		capLog(filepath.Join(l.orchDir, LogsDir, fmt.Sprintf("%s-%d.log", n.plan, n.attempt)))
+	}
 	l.publishExit(n)
 }
 
@@ -324,10 +326,23 @@ func capLog(path string) error {
 	return atomicfile.Write(path, b.Bytes(), 0o600)
 }
 
-// pidFile returns the pid a headless process recorded for itself for this
-// attempt of plan on worker id, if it is still that process; else 0.
-func (l *Loop) pidFile(id, plan string, attempt int) int {
-	data, err := os.ReadFile(filepath.Join(l.orchDir, RunDir, id+".pid"))
+// livePID is the running headless process of worker w, if any: the one
+// recorded in the state, or the one that recorded itself for w's plan
+// (the lead may have died before saving it).
+func livePID(orchDir string, w *Worker, attempt int) int {
+	if w.PID != 0 && isWorkerProcess(w.PID, w.ID, orchDir) {
+		return w.PID
+	}
+	if w.Plan != "" {
+		return recordedPID(orchDir, w.ID, w.Plan, attempt)
+	}
+	return 0
+}
+
+// recordedPID returns the pid a headless process recorded for itself for
+// this attempt of plan on worker id, if it is still that process; else 0.
+func recordedPID(orchDir, id, plan string, attempt int) int {
+	data, err := os.ReadFile(filepath.Join(orchDir, RunDir, id+".pid"))
 	if err != nil {
 		return 0
 	}
@@ -336,15 +351,16 @@ func (l *Loop) pidFile(id, plan string, attempt int) int {
 	if n, _ := fmt.Sscanf(string(data), "%d %s %d", &pid, &name, &att); n != 3 || name != plan || att != attempt {
 		return 0
 	}
-	if !isWorkerProcess(pid, id, l.orchDir) {
+	if !isWorkerProcess(pid, id, orchDir) {
 		return 0
 	}
 	return pid
 }
 
-// isWorkerProcess proves that pid is a headless process orch started for
-// worker id of this repo (its environment says so), not an unrelated one
-// that got the same pid later.
+// isWorkerProcess says whether pid runs with worker id's environment for
+// this repo (ORCH_WORKER and ORCH_DIR): a process of that worker, not an
+// unrelated one that got the same pid later. (Its own descendants carry
+// the same environment; the pid itself is what orch recorded.)
 func isWorkerProcess(pid int, id, orchDir string) bool {
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
@@ -364,11 +380,16 @@ func StopHeadless(root string) ([]string, error) {
 	}
 	var stopped []string
 	for _, w := range st.Workers {
-		if !w.Headless || w.PID == 0 || !isWorkerProcess(w.PID, w.ID, OrchDir(root)) {
+		attempt := 0
+		if p := st.Plans[w.Plan]; p != nil {
+			attempt = p.Attempts
+		}
+		pid := livePID(OrchDir(root), w, attempt)
+		if !w.Headless || pid == 0 {
 			continue
 		}
-		if err := syscall.Kill(-w.PID, syscall.SIGTERM); err == nil {
-			stopped = append(stopped, fmt.Sprintf("headless %s (pid %d, plan %s)", w.ID, w.PID, w.Plan))
+		if err := syscall.Kill(-pid, syscall.SIGTERM); err == nil {
+			stopped = append(stopped, fmt.Sprintf("headless %s (pid %d, plan %s)", w.ID, pid, w.Plan))
 		}
 	}
 	return stopped, nil

@@ -167,7 +167,11 @@ func (s IntegrateStep) Line() string {
 		if s.Commits == 1 {
 			commits = "1 commit"
 		}
-		return fmt.Sprintf("%s %s: %s (%s) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, commits, s.Base, short(s.Commit))
+		line := fmt.Sprintf("%s %s: %s (%s) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, commits, s.Base, short(s.Commit))
+		if s.Reason != "" {
+			line += "; " + s.Reason
+		}
+		return line
 	case Conflict, WouldConflict:
 		return fmt.Sprintf("%s %s: %s with %s in %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, s.Base, strings.Join(s.Files, ", "))
 	}
@@ -319,6 +323,15 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 		s.Outcome, s.Reason = Skipped, fmt.Sprintf("no branch %s (was it run in shared isolation?)", s.Branch)
 		return s, tip
 	}
+	if p := in.st.Plans[s.Plan]; p != nil && p.State == PlanIntegrated {
+		// Recorded as in: never combined or tested again (with rebase, or
+		// with commits added to its branch since, it is no ancestor).
+		s.Outcome, s.Commit, s.Reason = Integrated, p.Merged, "already integrated"
+		if in.o.DryRun {
+			s.Outcome = WouldIntegrate
+		}
+		return s, tip
+	}
 	if s.Commits, err = in.repo.CountCommits(ctx, tip, branch); err != nil {
 		s.Outcome, s.Reason = IntegrateFail, err.Error()
 		return s, tip
@@ -434,7 +447,11 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 			s.Outcome, s.Reason = IntegrateFail, err.Error()
 			return "", s
 		}
-		if err := runSetup(in.conf, dir, s.Plan, "integrate"); err != nil {
+		worker := ""
+		if p := in.st.Plans[s.Plan]; p != nil {
+			worker = p.Worker
+		}
+		if err := runSetup(in.conf, dir, s.Plan, worker, nil); err != nil {
 			s.Outcome, s.Reason = IntegrateFail, err.Error()
 			return "", s
 		}

@@ -20,12 +20,13 @@ func (l *Loop) schedule(ctx context.Context) {
 	if l.tmux == nil && !l.cfg.Headless {
 		return
 	}
+	held := map[string]bool{} // plans that cannot go this pass
 	for {
 		idle := l.st.idleWorkers()
 		if len(idle) == 0 {
 			return
 		}
-		p, w := l.nextReady(idle)
+		p, w := l.nextReady(idle, held)
 		if p == nil {
 			return
 		}
@@ -39,13 +40,16 @@ func (l *Loop) schedule(ctx context.Context) {
 			}
 			return
 		}
-		l.dispatchTo(ctx, p, w)
-		if p.State != PlanDispatched && w.State != WorkerDead {
+		switch l.dispatchTo(ctx, p, w) {
+		case stop:
 			return // it could not go out; the next event tries again, no spinning
+		case holdPlan:
+			held[p.Name] = true // the others may still go; each turn holds one plan
 		}
-		// Dispatched, or the worker was taken out of use (its worktree
-		// refused): go on with the next. Each turn uses up one idle worker.
-		if l.cfg.Stagger > 0 {
+		// Dispatched, or this worker was taken out of use (its own worktree
+		// refused), or this plan held: go on. Each turn uses up one idle
+		// worker or one plan, so the pass ends.
+		if l.cfg.Stagger > 0 && p.State == PlanDispatched {
 			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
 		}
 	}
@@ -57,10 +61,10 @@ type candidate struct {
 }
 
 // nextReady returns the best ready plan and the worker to take it.
-func (l *Loop) nextReady(idle []*Worker) (*Plan, *Worker) {
+func (l *Loop) nextReady(idle []*Worker, held map[string]bool) (*Plan, *Worker) {
 	var ready []candidate
 	for _, p := range l.st.Plans {
-		if p.State != PlanQueued {
+		if p.State != PlanQueued || held[p.Name] {
 			continue
 		}
 		def, err := plans.Load(l.cfg.Root, p.Name)
@@ -120,11 +124,21 @@ func (l *Loop) planState(name string) string {
 	return ""
 }
 
-func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
+// What the scheduler does after a dispatch attempt.
+type outcome int
+
+const (
+	goOn     outcome = iota // p went out, or w alone was at fault and is out of use
+	holdPlan                // p cannot go now (its reason says why); others may
+	stop                    // nothing more this pass
+)
+
+// dispatchTo hands p to w and says how the scheduler goes on.
+func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 	if _, err := DispatchLine(p.Name); err != nil { // names are validated on the way in; this is a second guard
 		p.State, p.Reason = PlanFailed, err.Error()
 		l.save()
-		return
+		return stop
 	}
 	def, err := plans.Load(l.cfg.Root, p.Name)
 	if err != nil {
@@ -132,7 +146,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
-		return
+		return stop
 	}
 	p.Def = &PlanDef{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
 	if l.isolated() {
@@ -142,8 +156,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		err := l.prepare(pctx, p, w)
 		cancel()
 		if err != nil {
-			l.prepareFailed(p, w, err)
-			return
+			return l.prepareFailed(p, w, err)
 		}
 	}
 	// A bet with a metric command gets its baseline measured by the lead
@@ -162,7 +175,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		p.State, p.Worker, p.Def = PlanQueued, "", nil
 		p.Attempts--
 		w.State, w.Plan = WorkerIdle, ""
-		return
+		return stop
 	}
 	if err := l.typeLine(ctx, w, p.Name); err != nil {
 		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
@@ -171,7 +184,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		p.Attempts--
 		w.State, w.Plan, w.Reason = WorkerDead, "", err.Error()
 		l.save()
-		return
+		return stop
 	}
 	if !w.Headless {
 		l.armAck(p, false) // a headless process's exit says more, and sooner
@@ -184,6 +197,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) {
 		}
 	}
 	l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
+	return goOn
 }
 
 func fmtValue(v *float64) string {

@@ -92,11 +92,11 @@ func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
 func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	dir, err := l.ensureWorktree(ctx, w.ID)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrWorkerTree, err)
 	}
 	wt := l.repo.At(dir)
 	if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrWorkerTree, err)
 	}
 	branch := PlanBranch(p.Name)
 	// A branch is checked out in one worktree at a time: the worker that
@@ -129,26 +129,28 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	}
 	created, err := wt.SwitchNew(ctx, branch, p.Base)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrWorkerTree, err)
 	}
 	if err := l.syncPlanFolder(p.Name, dir); err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrPlanContent, err)
 	}
 	if err := copyIncludes(ctx, l.repo, dir); err != nil {
 		return err
 	}
 	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
-	return runSetup(l.conf, dir, p.Name, w.ID)
+	return runSetup(l.conf, dir, p.Name, w.ID, nil)
 }
 
 // runSetup runs orch.yaml's setup command in a worktree, with ORCH_PLAN and
 // ORCH_WORKER set: it knows which plan (and worker) it prepares for.
-func runSetup(conf *config.Config, dir, plan, worker string) error {
+// track, when set, records its process group like a gate's (killed when
+// the lead loop stops).
+func runSetup(conf *config.Config, dir, plan, worker string, track func(pgid int, running bool)) error {
 	if conf.Setup == "" {
 		return nil
 	}
 	setup := "ORCH_PLAN=" + ShellQuote(plan) + " ORCH_WORKER=" + ShellQuote(worker) + "; export ORCH_PLAN ORCH_WORKER; " + conf.Setup
-	r := runCmd(dir, setup, time.Duration(conf.SetupTimeout))
+	r := runCmdGroup(dir, setup, time.Duration(conf.SetupTimeout), track)
 	if !r.Failed() {
 		return nil
 	}
@@ -181,6 +183,13 @@ var ErrBranchHeld = errors.New("plan branch in use")
 
 // ErrInclude is an unusable .worktreeinclude.
 var ErrInclude = errors.New("bad " + IncludeFile)
+
+// ErrWorkerTree is git refusing in the worker's own worktree.
+var ErrWorkerTree = errors.New("worktree refused")
+
+// ErrPlanContent is a plan whose branch cannot take its plan folder (a
+// symlink where plans/<name> should be).
+var ErrPlanContent = errors.New("plan folder cannot be brought over")
 
 // saveLeftovers commits whatever is uncommitted in a worktree onto its
 // branch, so switching branches never carries or loses work. On a detached
@@ -331,33 +340,47 @@ func copyIncludes(ctx context.Context, repo *git.Repo, dir string) error {
 	return nil
 }
 
-// prepareFailed records a plan whose worktree could not be readied. A
-// failed setup command, a bad .worktreeinclude or a branch held by
-// someone's checkout fail the plan (the user must act; it would fail again
-// on any worker). Anything else is this worker's worktree refusing (a
-// stale lock, a broken checkout): the worker is taken out of use, with the
-// reason, and the plan stays queued for another worker.
-func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) {
+// prepareFailed records a plan whose worktree could not be readied, and
+// says whether the scheduler may try the next worker. A failed setup
+// command, a bad .worktreeinclude, a branch held by someone's checkout or
+// a plan folder that cannot be brought over fail the plan (the user must
+// act; it would fail on any worker). Git refusing in this worker's own
+// worktree (a stale lock, a broken checkout) takes the worker out of use,
+// with the reason, and the plan goes to the next worker. Anything else
+// (the repo itself, another worktree) keeps the plan queued with the
+// reason, every worker as it was, until the next event.
+func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) outcome {
 	reason := event.Clean("worktree for " + w.ID + ": " + err.Error())
 	now := l.cfg.Now().UTC()
 	p.Def = nil
-	if errors.Is(err, ErrSetup) || errors.Is(err, ErrInclude) || errors.Is(err, ErrBranchHeld) {
+	// Ids unique per occurrence: the same refusal after a restart must
+	// wake the lead again, not be dropped as a copy.
+	stamp := now.UnixNano()
+	next := holdPlan
+	switch {
+	case errors.Is(err, ErrSetup), errors.Is(err, ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
 		p.Attempts++
 		p.State, p.Reason, p.Worker, p.Updated = PlanFailed, reason, w.ID, now
-		id := fmt.Sprintf("setup-%s-%d", p.Name, p.Attempts)
-		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, id, p.Name, w.ID, reason, ""))
+		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, ""))
 		l.log.Warn("plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
-	} else {
+	case errors.Is(err, ErrWorkerTree):
 		p.Reason = reason
+		if p.Target == w.ID {
+			p.Target = "" // pinned to a worker now out of use: free to go elsewhere
+		}
 		w.State, w.Reason, w.Since = WorkerDead, reason, now
-		id := fmt.Sprintf("worktree-%s-%s-%d", w.ID, p.Name, p.Attempts)
-		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackDied, id, w.ID, w.ID, reason+"; plan "+p.Name+" stays queued", ""))
-		l.log.Error("worktree not ready: worker out of use, plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
+		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackDied, fmt.Sprintf("worktree-%s-%d", w.ID, stamp), w.ID, w.ID, reason+"; plan "+p.Name+" stays queued", ""))
+		l.log.Error("worktree refused: worker out of use, plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
+		next = goOn
+	default:
+		p.Reason = reason
+		l.log.Error("worktree not ready: plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
 	l.flushOutbox()
+	return next
 }
 
 // integrated records orch integrate's outcome for a plan. A worker's
@@ -375,11 +398,11 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string
 	}
 	now := l.cfg.Now().UTC()
 	kind, status, ok := strings.Cut(e.Status, " ")
+	if p.State == PlanIntegrated {
+		return nil, "ignored: already integrated" // its code is in; a later try cannot take that back
+	}
 	switch {
 	case kind == "integrated" && ok:
-		if p.State == PlanIntegrated {
-			return nil, "ignored: already integrated"
-		}
 		p.State, p.Merged, p.Reason, p.Updated = PlanIntegrated, status, "", now
 		if w := l.st.Worker(p.Worker); w != nil && w.Plan == "" && l.isolated() {
 			// What the worker left since its done stays on the branch; then
