@@ -291,3 +291,30 @@ func (r *Repo) HasMerges(ctx context.Context, from, to string) (bool, error) {
 	}
 	return strings.TrimSpace(string(out)) != "", nil
 }
+
+// CheckBranchName refuses a branch name git would refuse (plan names allow
+// some, like "x.lock").
+func (r *Repo) CheckBranchName(ctx context.Context, branch string) error {
+	if _, err := r.git(ctx, "check-ref-format", "refs/heads/"+branch); err != nil {
+		return fmt.Errorf("%q is not a valid git branch name", branch)
+	}
+	return nil
+}
+
+// Healthy says whether this work tree can take a checkout at all: git can
+// read it, and no index.lock (left by a git that was killed) blocks it.
+func (r *Repo) Healthy(ctx context.Context) error {
+	out, err := r.git(ctx, "rev-parse", "--path-format=absolute", "--git-path", "index.lock")
+	if err != nil {
+		return err
+	}
+	if lock := strings.TrimSpace(string(out)); lock != "" {
+		if _, err := os.Stat(lock); err == nil {
+			return fmt.Errorf("%s exists (a git command was killed in it?)", lock)
+		}
+	}
+	if _, err := r.git(ctx, "status", "--porcelain"); err != nil {
+		return err
+	}
+	return nil
+}

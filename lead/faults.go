@@ -90,6 +90,11 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 	if e.Attempt != 0 && p != nil && p.Attempts != e.Attempt {
 		return nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, e.Plan, p.Attempts)
 	}
+	if e.Attempt == 0 && w.PID != 0 {
+		// A record from before attempts were named, about a worker whose
+		// process now runs (a later attempt): not about that one.
+		return nil, "ignored: " + w.ID + " runs a process now"
+	}
 	if w.Plan == e.Plan && w.PID == 0 {
 		w.State, w.Plan, w.Since = WorkerIdle, "", l.cfg.Now().UTC()
 	}

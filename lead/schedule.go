@@ -143,6 +143,9 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 	def, err := plans.Load(l.cfg.Root, p.Name)
 	if err != nil {
 		p.State, p.Reason = PlanFailed, "cannot dispatch: "+err.Error()
+		id := fmt.Sprintf("load-%s-%d-%d", p.Name, p.Attempts, l.cfg.Now().UnixNano())
+		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, newCallback(CallbackFailed, id, p.Name, "", p.Reason, "")))
+		defer l.flushOutbox()
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
@@ -177,7 +180,17 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 		w.State, w.Plan = WorkerIdle, ""
 		return stop
 	}
-	if err := l.typeLine(ctx, w, p.Name); err != nil {
+	if err := l.typeLine(ctx, w, p.Name); err != nil && w.Headless {
+		// Starting a process fails for reasons of this machine (a log file
+		// that cannot be opened, fork), not of the worker: the plan waits,
+		// with the reason, and the worker stays usable.
+		l.log.Error("headless start failed; plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
+		p.State, p.Worker, p.Reason = PlanQueued, "", "headless start on "+w.ID+" failed: "+err.Error()
+		p.Attempts--
+		w.State, w.Plan, w.PID = WorkerIdle, "", 0
+		l.save()
+		return holdPlan
+	} else if err != nil {
 		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
 		// Nothing reached a worker: this was no attempt.
 		p.State, p.Worker, p.Reason = PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()

@@ -90,15 +90,23 @@ func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
 // plan folder is brought over, .worktreeinclude files are copied, and the
 // setup command runs. An error means the worker does not get the plan.
 func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
+	// What is wrong with the plan or the repo is found before any worker's
+	// worktree is touched, so it is never blamed on a worker.
+	if _, err := includes(ctx, l.repo); err != nil {
+		return err
+	}
+	branch := PlanBranch(p.Name)
+	if err := l.repo.CheckBranchName(ctx, branch); err != nil {
+		return fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
+	}
 	dir, err := l.ensureWorktree(ctx, w.ID)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrWorkerTree, err)
+		return fmt.Errorf("%w: %w", ErrWorkerTree, err)
 	}
 	wt := l.repo.At(dir)
 	if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
-		return fmt.Errorf("%w: %v", ErrWorkerTree, err)
+		return fmt.Errorf("%w: %w", ErrWorkerTree, err)
 	}
-	branch := PlanBranch(p.Name)
 	// A branch is checked out in one worktree at a time: the worker that
 	// had this plan before lets go of it (its leftovers saved first).
 	if holder, err := l.repo.WorktreeOf(ctx, branch); err != nil {
@@ -129,10 +137,15 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	}
 	created, err := wt.SwitchNew(ctx, branch, p.Base)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrWorkerTree, err)
+		// The worker's fault only if its worktree fails on its own, too;
+		// otherwise the plan's branch is what git refused.
+		if serr := wt.Healthy(ctx); serr != nil {
+			return fmt.Errorf("%w: %w", ErrWorkerTree, err)
+		}
+		return err
 	}
 	if err := l.syncPlanFolder(p.Name, dir); err != nil {
-		return fmt.Errorf("%w: %v", ErrPlanContent, err)
+		return fmt.Errorf("%w: %w", ErrPlanContent, err)
 	}
 	if err := copyIncludes(ctx, l.repo, dir); err != nil {
 		return err
@@ -361,8 +374,14 @@ func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) outcome {
 	case errors.Is(err, ErrSetup), errors.Is(err, ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
 		p.Attempts++
 		p.State, p.Reason, p.Worker, p.Updated = PlanFailed, reason, w.ID, now
-		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, ""))
+		cb := newCallback(CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, "")
+		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, cb))
 		l.log.Warn("plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
+		if errors.Is(err, ErrSetup) || errors.Is(err, ErrInclude) {
+			// Likely the same for the next plan (a network down, a file to
+			// fix): one plan per event fails, not the whole queue at once.
+			next = stop
+		}
 	case errors.Is(err, ErrWorkerTree):
 		p.Reason = reason
 		if p.Target == w.ID {
