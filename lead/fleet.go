@@ -52,7 +52,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		id := fmt.Sprintf("w%d", i)
 		w := l.st.ensureWorker(id, now)
 		if w.Headless {
-			if pid := livePID(l.orchDir, w, l.attemptOf(w.Plan)); pid != 0 {
+			if pid := livePID(l.orchDir, w); pid != 0 {
 				return fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, pid)
 			}
 			// Its process is gone: a plan it held is decided below, with
@@ -143,7 +143,7 @@ func (l *Loop) reportLost() {
 		sum := sha256.Sum256([]byte("lost " + lp.worker + " " + lp.pane + " " + lp.plan + " " + l.cfg.Now().String()))
 		status := fmt.Sprintf("pane %s was gone when orch serve started", lp.pane)
 		if lp.pane == "" {
-			status = "its headless process was never recorded (orch serve stopped while starting it)"
+			status = "orch serve stopped while starting its headless process (the agent never started)"
 		}
 		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Lost, Worker: lp.worker, Pane: lp.pane,
 			Plan: lp.plan, Attempt: lp.attempt, Host: hostname(), Status: status, Time: l.cfg.Now().UTC()}

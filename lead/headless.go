@@ -31,12 +31,8 @@ import (
 // .orch/logs/<plan>-<attempt>.log, written by the process itself (so it
 // survives a lead loop that dies) and cut to MaxLog when it ends.
 
-// LogsDir holds headless agents' output, under .orch/; RunDir the pid
-// files headless processes write for themselves.
-const (
-	LogsDir = "logs"
-	RunDir  = "run"
-)
+// LogsDir holds headless agents' output, under .orch/.
+const LogsDir = "logs"
 
 // MaxLog bounds one headless run's captured output.
 const MaxLog = 1 << 20
@@ -78,12 +74,11 @@ func (l *Loop) headlessUp() error {
 		}
 		if w.PID == 0 && w.Plan != "" {
 			// Dispatched, but the lead stopped before it recorded the
-			// process: the process says itself whether it started.
-			w.PID = recordedPID(l.orchDir, w.ID, w.Plan, l.attemptOf(w.Plan))
-			if w.PID == 0 {
-				l.lost = append(l.lost, lostPlan{worker: id, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
-				continue
-			}
+			// process: that process never started its agent (it waits for
+			// the lead's go first). The plan was lost; decided once the
+			// events sent before are in.
+			l.lost = append(l.lost, lostPlan{worker: id, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
+			continue
 		}
 		if w.PID != 0 {
 			l.rewatch(w)
@@ -169,14 +164,15 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 		f.Close()
 		return err
 	}
-	// The process records itself first: if the lead dies before it saves
-	// the pid, the next one still finds the process (pidFile).
-	run := filepath.Join(l.orchDir, RunDir)
-	if err := os.MkdirAll(run, 0o700); err != nil {
+	// The shell waits on a pipe (fd 3) until the lead has saved its pid:
+	// a lead that dies before that closes the pipe, and the shell exits
+	// without starting the agent. So no agent ever runs unrecorded.
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
 		f.Close()
 		return err
 	}
-	cmdline = fmt.Sprintf("echo \"$$ %s %d\" > %s; %s", plan, attempt, ShellQuote(filepath.Join(run, w.ID+".pid")), cmdline)
+	cmdline = "read -r _ <&3 || exit 97; exec 3<&-; " + cmdline
 	if l.cfg.BinDir != "" {
 		cmdline = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; " + cmdline
 	}
@@ -194,18 +190,28 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	// the agent, which, like one in a pane, outlives a lead loop restart.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 2 * time.Second
+	cmd.ExtraFiles = []*os.File{gateR}
 	err = cmd.Start()
-	f.Close() // the child has its own descriptor
+	f.Close() // the child has its own descriptors
+	gateR.Close()
 	if err != nil {
+		gateW.Close()
 		return err
 	}
 	l.fault("headless-started")
+	n := exitNote{worker: w.ID, plan: plan, attempt: attempt, pid: cmd.Process.Pid}
 	w.PID = cmd.Process.Pid
-	if err := l.save(); err != nil {
-		l.log.Error("save state", "err", err)
+	err = l.save()
+	if err == nil {
+		_, err = gateW.Write([]byte("go\n"))
+	}
+	gateW.Close() // on error: the shell reads end of file and exits, no agent started
+	if err != nil {
+		w.PID = 0
+		go func() { cmd.Wait() }() // reaped; its exit names a pid no worker holds
+		return fmt.Errorf("headless start: %w", err)
 	}
 	l.log.Info("headless agent started", "plan", plan, "worker", w.ID, "pid", w.PID, "log", logPath)
-	n := exitNote{worker: w.ID, plan: plan, attempt: attempt, pid: w.PID}
 	go func() {
 		err := cmd.Wait() // the process's exit is the event; nothing is polled
 		n.how = "exit status 0"
@@ -326,35 +332,13 @@ func capLog(path string) error {
 	return atomicfile.Write(path, b.Bytes(), 0o600)
 }
 
-// livePID is the running headless process of worker w, if any: the one
-// recorded in the state, or the one that recorded itself for w's plan
-// (the lead may have died before saving it).
-func livePID(orchDir string, w *Worker, attempt int) int {
+// livePID is the running headless process of worker w, if any. Every
+// agent process has its pid saved before it starts (see startHeadless).
+func livePID(orchDir string, w *Worker) int {
 	if w.PID != 0 && isWorkerProcess(w.PID, w.ID, orchDir) {
 		return w.PID
 	}
-	if w.Plan != "" {
-		return recordedPID(orchDir, w.ID, w.Plan, attempt)
-	}
 	return 0
-}
-
-// recordedPID returns the pid a headless process recorded for itself for
-// this attempt of plan on worker id, if it is still that process; else 0.
-func recordedPID(orchDir, id, plan string, attempt int) int {
-	data, err := os.ReadFile(filepath.Join(orchDir, RunDir, id+".pid"))
-	if err != nil {
-		return 0
-	}
-	var pid, att int
-	var name string
-	if n, _ := fmt.Sscanf(string(data), "%d %s %d", &pid, &name, &att); n != 3 || name != plan || att != attempt {
-		return 0
-	}
-	if !isWorkerProcess(pid, id, orchDir) {
-		return 0
-	}
-	return pid
 }
 
 // isWorkerProcess says whether pid runs with worker id's environment for
@@ -380,11 +364,7 @@ func StopHeadless(root string) ([]string, error) {
 	}
 	var stopped []string
 	for _, w := range st.Workers {
-		attempt := 0
-		if p := st.Plans[w.Plan]; p != nil {
-			attempt = p.Attempts
-		}
-		pid := livePID(OrchDir(root), w, attempt)
+		pid := livePID(OrchDir(root), w)
 		if !w.Headless || pid == 0 {
 			continue
 		}
