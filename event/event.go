@@ -38,6 +38,7 @@ const (
 	Idle       Kind = "idle"        // the agent's turn ended; the lead decides whether the plan was left unfinished
 	Failed     Kind = "failed"      // the agent stopped on an error (API error, crash); Status: the reason
 	// Lead records.
+	Prepared   Kind = "prepared"   // lead record: the setup command for Plan's attempt Attempt on Worker ended; Status: "ok" or "failed: <why>"
 	Exited     Kind = "exited"     // lead record: a headless worker's process for Plan (attempt Attempt) ended; Status: how
 	Integrated Kind = "integrated" // lead record: orch integrate's outcome for Plan; Status: "integrated <sha>", "conflict: <files>" or "failed: <why>"
 )
@@ -87,7 +88,7 @@ func NewID() string {
 
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited {
+	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared {
 		return prefix + ".cmd." + string(k)
 	}
 	return prefix + ".ev." + string(k)
@@ -139,7 +140,7 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Integrated, Exited:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Integrated, Exited, Prepared:
 		return true
 	}
 	return false

@@ -90,6 +90,11 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 	if e.Attempt != 0 && p != nil && p.Attempts != e.Attempt {
 		return nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, e.Plan, p.Attempts)
 	}
+	if p != nil && p.State == PlanQueued && p.Preparing != 0 && p.Worker == w.ID {
+		// Only its setup was running (in the worktree, which outlives the
+		// pane): it runs again, and the new pane gets the line.
+		return nil, "ignored: " + w.ID + " was only preparing " + e.Plan
+	}
 	if e.Attempt == 0 && w.PID != 0 {
 		// A record from before attempts were named, about a worker whose
 		// process now runs (a later attempt): not about that one.

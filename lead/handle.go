@@ -139,6 +139,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note = l.integrated(ctx, e)
 	case event.Exited:
 		cb, note = l.exited(e)
+	case event.Prepared:
+		cb, note = l.prepared(ctx, e)
 	case event.NeedsInput:
 		cb, note = l.needsInput(e)
 	case event.Idle:

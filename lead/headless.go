@@ -72,6 +72,9 @@ func (l *Loop) headlessUp() error {
 		if w.State == WorkerDead {
 			w.State, w.Reason = WorkerIdle, ""
 		}
+		if p := l.st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == w.ID {
+			continue // its setup command runs again (resumeSetups); no process yet
+		}
 		if w.PID == 0 && w.Plan != "" {
 			// Dispatched, but the lead stopped before it recorded the
 			// process: that process never started its agent (it waits for

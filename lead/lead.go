@@ -264,6 +264,7 @@ func Run(ctx context.Context, cfg Config) error {
 		killGroups(l.orchDir)
 	}()
 	l.reportRegates()
+	l.resumeSetups()
 	// Pane losses found at start go into the stream after everything the
 	// workers sent before (pending messages, the spool), so a "done" that was
 	// waiting is harvested before its plan could be queued again.

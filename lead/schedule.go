@@ -64,7 +64,7 @@ type candidate struct {
 func (l *Loop) nextReady(idle []*Worker, held map[string]bool) (*Plan, *Worker) {
 	var ready []candidate
 	for _, p := range l.st.Plans {
-		if p.State != PlanQueued || held[p.Name] {
+		if p.State != PlanQueued || held[p.Name] || p.Preparing != 0 {
 			continue
 		}
 		def, err := plans.Load(l.cfg.Root, p.Name)
@@ -152,7 +152,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 		return stop
 	}
 	p.Def = &PlanDef{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
-	if l.isolated() {
+	if l.isolated() && p.Preparing == 0 {
 		// Git is never killed half-way (a stopping loop waits for it): a
 		// killed git leaves index.lock behind.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -161,7 +161,14 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 		if err != nil {
 			return l.prepareFailed(p, w, err)
 		}
+		if l.conf.Setup != "" {
+			// The setup command runs off the loop; its end is a prepared
+			// record, which dispatches the plan (or fails it).
+			l.startSetup(p, w)
+			return goOn
+		}
 	}
+	p.Preparing = 0
 	// A bet with a metric command gets its baseline measured by the lead
 	// loop, before the worker can change anything; a second attempt keeps
 	// the first baseline (the first worker may have changed things).

@@ -104,6 +104,9 @@ type Plan struct {
 	// Merged is the base branch's head once orch integrate brought the
 	// plan in.
 	Merged string `json:"merged,omitempty"`
+	// Preparing is the attempt whose setup command runs now (in Worker's
+	// worktree); the plan stays queued, its worker busy, until it ends.
+	Preparing int `json:"preparing,omitempty"`
 	// Base is the commit the plan's branch was made from (worktree
 	// isolation), recorded at its first dispatch.
 	Base string `json:"base,omitempty"`

@@ -117,6 +117,9 @@ func waiting(st *State, d *plans.Plan) string {
 		}
 		return "dependencies not " + want + ": " + strings.Join(deps, ", ")
 	}
+	if p := st.Plans[d.Name]; p != nil && p.Preparing != 0 {
+		return "setup running in " + p.Worker + "'s worktree"
+	}
 	if len(st.Workers) == 0 {
 		return "no fleet: start orch serve --workers N"
 	}

@@ -151,7 +151,7 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 		return err
 	}
 	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
-	return runSetup(l.conf, dir, p.Name, w.ID, nil)
+	return nil
 }
 
 // runSetup runs orch.yaml's setup command in a worktree, with ORCH_PLAN and

@@ -1,0 +1,132 @@
+package lead
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/notify"
+)
+
+// The setup command (orch.yaml's setup) readies a worker's worktree before
+// the plan's line is typed: npm ci, a build, a database. It can take
+// minutes, so it runs off the loop: the plan stays queued and its worker
+// busy (Plan.Preparing names the attempt) while other events are handled.
+// Its end is a prepared record in the stream, handled like any event: the
+// plan is dispatched, or failed with the command's exit and last line. A
+// lead loop that stops meanwhile kills it (its process group is tracked,
+// like a gate's); the next one runs it again.
+
+// startSetup reserves w for p and runs the setup command in w's worktree.
+func (l *Loop) startSetup(p *Plan, w *Worker) {
+	now := l.cfg.Now().UTC()
+	p.Preparing, p.Worker, p.Reason, p.Updated = p.Attempts+1, w.ID, "setup running in "+w.ID+"'s worktree", now
+	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+	l.runSetupAsync(p.Name, p.Preparing, w.ID)
+}
+
+// runSetupAsync runs the setup command in a goroutine and publishes its
+// outcome as a record with an id of its own (a run after a restart is
+// another run, with its own outcome); the handler's check of the plan's
+// state gives the attempt one effect, whichever record comes first.
+func (l *Loop) runSetupAsync(plan string, attempt int, worker string) {
+	dir := l.workDir(worker)
+	l.log.Info("setup running", "plan", plan, "worker", worker, "attempt", attempt)
+	go func() {
+		status := "ok"
+		if err := runSetup(l.conf, dir, plan, worker, l.trackGroup); err != nil {
+			status = "failed: " + err.Error()
+		}
+		if l.stopping.Load() {
+			return // killed because the loop stops: the next start runs it again
+		}
+		e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Prepared, Plan: plan, Worker: worker,
+			Attempt: attempt, Status: status, Host: hostname(), Time: time.Now().UTC()}
+		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
+			// The broker lives in this process: failing here means it is
+			// stopping, and the next start runs the setup again.
+			l.log.Error("report setup", "plan", plan, "err", err)
+		}
+	}()
+}
+
+// resumeSetups runs again the setup commands that were running when the
+// last lead loop stopped (their record, if one came, is handled first and
+// makes the second one a no-op).
+func (l *Loop) resumeSetups() {
+	for _, p := range l.st.Plans {
+		if p.State == PlanQueued && p.Preparing != 0 && p.Worker != "" {
+			l.runSetupAsync(p.Name, p.Preparing, p.Worker)
+		}
+	}
+}
+
+// prepared handles the end of a setup command.
+func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) {
+	p := l.st.Plans[e.Plan]
+	if p == nil || p.State != PlanQueued || p.Preparing != e.Attempt || p.Worker != e.Worker {
+		return nil, "ignored: no setup running for this attempt"
+	}
+	w := l.st.Worker(e.Worker)
+	if w == nil || w.State == WorkerDead || w.Plan != p.Name {
+		// Its worker went away meanwhile: the plan goes to another one.
+		p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+		return nil, "worker gone: plan queued again"
+	}
+	if why, failed := strings.CutPrefix(e.Status, "failed: "); failed {
+		now := l.cfg.Now().UTC()
+		p.Preparing = 0
+		p.Attempts++
+		reason := event.Clean("worktree for " + w.ID + ": " + why)
+		p.State, p.Reason, p.Updated = PlanFailed, reason, now
+		p.Def = nil
+		l.free(w)
+		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "why", why)
+		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, reason, "")), "failed: " + reason
+	}
+	if e.Status != "ok" {
+		return nil, l.refuse(e, fmt.Sprintf("prepared record with status %q", e.Status))
+	}
+	// Dispatched once this record counts as handled.
+	name := p.Name
+	l.after(func() { l.dispatchPrepared(ctx, name) })
+	return nil, "setup passed"
+}
+
+// dispatchPrepared types the line of a plan whose setup passed.
+func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
+	p := l.st.Plans[name]
+	if p == nil || p.State != PlanQueued || p.Preparing == 0 {
+		return
+	}
+	w := l.st.Worker(p.Worker)
+	if w == nil || w.State == WorkerDead || w.Plan != p.Name {
+		p.Preparing, p.Worker = 0, ""
+		if err := l.save(); err != nil {
+			l.log.Error("save state", "err", err)
+		}
+		return
+	}
+	// dispatchTo sees Preparing set and does not prepare again.
+	l.dispatchTo(ctx, p, w)
+	if p.State == PlanDispatched {
+		return
+	}
+	// It could not go out (failed, or queued again with the reason): the
+	// worker it held is free, unless the attempt took it out of use.
+	p.Preparing = 0
+	if p.State == PlanQueued {
+		p.Worker = ""
+	}
+	if w.Plan == p.Name && w.State == WorkerBusy {
+		w.State, w.Plan = WorkerIdle, ""
+	}
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+}
