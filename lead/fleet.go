@@ -81,6 +81,12 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		}
 		has = true
 		l.watchPane(id, pane, pid)
+		if p := l.st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == id {
+			// Only its setup was running, in the worktree (which outlives
+			// the pane): it runs again, and this pane gets the line.
+			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
+			continue
+		}
 		if w.Plan != "" {
 			// Its old pane is gone, and with it the work in progress. The
 			// plan is not queued again here: a "done" it sent may still be

@@ -63,6 +63,9 @@ func (l *Loop) headlessUp() error {
 			// the events sent before are in (reportLost).
 			had := w.Pane
 			w.Pane, w.Headless, w.Host = "", true, hostname()
+			if p := l.st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == id {
+				continue // only its setup was running: it runs again (resumeSetups)
+			}
 			if w.Plan != "" {
 				l.lost = append(l.lost, lostPlan{worker: id, pane: had, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
 				continue // decided by the lost record, once

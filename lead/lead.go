@@ -119,6 +119,13 @@ type Loop struct {
 	wake         chan struct{}
 	nextDispatch time.Time
 	staggerArmed bool
+	// After a setup command failed, no new setup starts before
+	// setupHoldUntil (a back-off that doubles while setups keep failing,
+	// and resets when one passes): one failure does not fail the whole
+	// queue at once. holdArmed is set while its one wake-up timer is out.
+	setupHoldUntil time.Time
+	setupBackoff   time.Duration
+	holdArmed      bool
 	// groups are the process groups of gates running now (trackGroup);
 	// gateRuns the plan attempts whose gates run; stopping is set when the
 	// loop kills them on its way out.
@@ -322,7 +329,7 @@ func Run(ctx context.Context, cfg Config) error {
 			l.runPending()
 			l.schedule(ctx)
 		case <-l.wake:
-			l.staggerArmed = false
+			l.staggerArmed, l.holdArmed = false, false
 			l.schedule(ctx)
 		case d := <-l.deaths:
 			l.reportDeath(ctx, d)

@@ -20,6 +20,15 @@ func (l *Loop) schedule(ctx context.Context) {
 	if l.tmux == nil && !l.cfg.Headless {
 		return
 	}
+	if wait := time.Until(l.setupHoldUntil); wait > 0 && l.isolated() && l.conf.Setup != "" {
+		// A setup just failed: new ones wait out the back-off; one timer
+		// wakes the scheduler then (a one-shot deadline, not a poll).
+		if !l.holdArmed {
+			l.holdArmed = true
+			time.AfterFunc(wait, func() { send(l, l.wake, struct{}{}) })
+		}
+		return
+	}
 	held := map[string]bool{} // plans that cannot go this pass
 	for {
 		idle := l.st.idleWorkers()
@@ -49,7 +58,7 @@ func (l *Loop) schedule(ctx context.Context) {
 		// Dispatched, or this worker was taken out of use (its own worktree
 		// refused), or this plan held: go on. Each turn uses up one idle
 		// worker or one plan, so the pass ends.
-		if l.cfg.Stagger > 0 && p.State == PlanDispatched {
+		if l.cfg.Stagger > 0 && (p.State == PlanDispatched || p.Preparing != 0) {
 			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
 		}
 	}

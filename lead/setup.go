@@ -19,10 +19,17 @@ import (
 // lead loop that stops meanwhile kills it (its process group is tracked,
 // like a gate's); the next one runs it again.
 
+// The back-off after a failed setup: 2 s, doubling, at most a minute.
+const (
+	setupBackoffMin = 2 * time.Second
+	setupBackoffMax = time.Minute
+)
+
 // startSetup reserves w for p and runs the setup command in w's worktree.
 func (l *Loop) startSetup(p *Plan, w *Worker) {
 	now := l.cfg.Now().UTC()
-	p.Preparing, p.Worker, p.Reason, p.Updated = p.Attempts+1, w.ID, "setup running in "+w.ID+"'s worktree", now
+	p.SetupRuns++
+	p.Preparing, p.Worker, p.Reason, p.Updated = p.SetupRuns, w.ID, "setup running in "+w.ID+"'s worktree", now
 	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
@@ -60,9 +67,24 @@ func (l *Loop) runSetupAsync(plan string, attempt int, worker string) {
 // makes the second one a no-op).
 func (l *Loop) resumeSetups() {
 	for _, p := range l.st.Plans {
-		if p.State == PlanQueued && p.Preparing != 0 && p.Worker != "" {
-			l.runSetupAsync(p.Name, p.Preparing, p.Worker)
+		if p.State != PlanQueued || p.Preparing == 0 {
+			continue
 		}
+		if w := l.st.Worker(p.Worker); w == nil || w.State == WorkerDead || w.Plan != p.Name {
+			// Its worker went away meanwhile: the plan goes to another one.
+			if p.Target == p.Worker {
+				p.Target = ""
+			}
+			p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+			continue
+		}
+		// A run of its own: a record the old run left is told apart.
+		p.SetupRuns++
+		p.Preparing = p.SetupRuns
+		l.runSetupAsync(p.Name, p.Preparing, p.Worker)
+	}
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
 	}
 }
 
@@ -86,12 +108,17 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 		p.State, p.Reason, p.Updated = PlanFailed, reason, now
 		p.Def = nil
 		l.free(w)
+		// Likely the same for the next plan (the network is down, a file
+		// must be fixed): new setups wait, longer while failures go on.
+		l.setupBackoff = min(max(2*l.setupBackoff, setupBackoffMin), setupBackoffMax)
+		l.setupHoldUntil = time.Now().Add(l.setupBackoff)
 		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "why", why)
 		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, reason, "")), "failed: " + reason
 	}
 	if e.Status != "ok" {
 		return nil, l.refuse(e, fmt.Sprintf("prepared record with status %q", e.Status))
 	}
+	l.setupBackoff = 0
 	// Dispatched once this record counts as handled.
 	name := p.Name
 	l.after(func() { l.dispatchPrepared(ctx, name) })

@@ -104,9 +104,12 @@ type Plan struct {
 	// Merged is the base branch's head once orch integrate brought the
 	// plan in.
 	Merged string `json:"merged,omitempty"`
-	// Preparing is the attempt whose setup command runs now (in Worker's
-	// worktree); the plan stays queued, its worker busy, until it ends.
+	// Preparing names the setup run going on now (in Worker's worktree):
+	// the plan stays queued, its worker busy, until that run's record
+	// comes. SetupRuns counts the runs, so a record of an older one (from
+	// before a restart) is told apart.
 	Preparing int `json:"preparing,omitempty"`
+	SetupRuns int `json:"setup_runs,omitempty"`
 	// Base is the commit the plan's branch was made from (worktree
 	// isolation), recorded at its first dispatch.
 	Base string `json:"base,omitempty"`
