@@ -195,7 +195,7 @@ func (l *Loop) queue(e event.Event) string {
 	// it must not go to); every plan keeps its attempt count and its
 	// verification history.
 	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
-		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base}
+		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns}
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return "queued"
 }

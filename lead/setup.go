@@ -96,7 +96,11 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 	}
 	w := l.st.Worker(e.Worker)
 	if w == nil || w.State == WorkerDead || w.Plan != p.Name {
-		// Its worker went away meanwhile: the plan goes to another one.
+		// Its worker went away meanwhile: the plan goes to another one (a
+		// --to pin to it is dropped, as for any lost worker).
+		if p.Target == p.Worker {
+			p.Target = ""
+		}
 		p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
 		return nil, "worker gone: plan queued again"
 	}
@@ -118,7 +122,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 	if e.Status != "ok" {
 		return nil, l.refuse(e, fmt.Sprintf("prepared record with status %q", e.Status))
 	}
-	l.setupBackoff = 0
+	l.setupBackoff, l.setupHoldUntil = 0, time.Time{}
 	// Dispatched once this record counts as handled.
 	name := p.Name
 	l.after(func() { l.dispatchPrepared(ctx, name) })
@@ -132,8 +136,11 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 		return
 	}
 	w := l.st.Worker(p.Worker)
-	if w == nil || w.State == WorkerDead || w.Plan != p.Name {
-		p.Preparing, p.Worker = 0, ""
+	if w == nil || w.State == WorkerDead || w.Plan != p.Name || (l.tmux == nil && !l.cfg.Headless) {
+		if p.Target == p.Worker {
+			p.Target = ""
+		}
+		p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
