@@ -18,7 +18,6 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
-	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -251,11 +250,7 @@ func (l *Loop) startGates(j gateJob) {
 		sum := sha256.Sum256([]byte(fmt.Sprintf("gated %s %d", j.plan, j.attempt)))
 		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Gated, Plan: j.plan,
 			Attempt: j.attempt, Status: verdict, Host: hostname(), Time: time.Now().UTC()}
-		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
-			// The broker lives in this process: failing here means it is
-			// stopping, and the next start runs the gates again.
-			l.log.Error("gates finished but their result was not recorded; they run again at the next start", "plan", j.plan, "err", err)
-		}
+		l.publishRecord(e)
 	}()
 }
 

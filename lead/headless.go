@@ -267,11 +267,7 @@ func (l *Loop) publishExit(n exitNote) {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("exited %s %s %d %d", n.worker, n.plan, n.attempt, n.pid)))
 	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Exited, Worker: n.worker, Plan: n.plan,
 		Attempt: n.attempt, Status: fmt.Sprintf("process %d %s", n.pid, n.how), Host: hostname(), Time: time.Now().UTC()}
-	if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
-		// The broker lives in this process: failing here means it is
-		// stopping, and the next start finds the process gone and reports it.
-		l.log.Error("report headless exit", "worker", n.worker, "plan", n.plan, "err", err)
-	}
+	l.publishRecord(e)
 }
 
 // exited handles a headless process's end: the worker is free again, and a

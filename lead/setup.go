@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
-	"github.com/orch-dev/orch/notify"
 )
 
 // The setup command (orch.yaml's setup) readies a worker's worktree before
@@ -54,11 +53,7 @@ func (l *Loop) runSetupAsync(plan string, attempt int, worker string) {
 		}
 		e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Prepared, Plan: plan, Worker: worker,
 			Attempt: attempt, Status: status, Host: hostname(), Time: time.Now().UTC()}
-		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second); err != nil {
-			// The broker lives in this process: failing here means it is
-			// stopping, and the next start runs the setup again.
-			l.log.Error("report setup", "plan", plan, "err", err)
-		}
+		l.publishRecord(e)
 	}()
 }
 

@@ -55,3 +55,21 @@ func (l *Loop) publishSpooled(s event.Spooled) {
 	}
 	l.log.Info("spool: delivered", "kind", s.Event.Kind, "plan", s.Event.Plan, "event", s.Event.ID)
 }
+
+// publishRecord puts a lead record (gates' verdict, a headless exit, a
+// setup's end) into the stream. If the broker does not take it (it is
+// stopping, or the stream is full), the record goes to the spool instead:
+// published again by the spool watcher, or at the next start, never lost.
+// Its id makes a copy that did get in before a no-op.
+func (l *Loop) publishRecord(e event.Event) {
+	_, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second)
+	if err == nil {
+		return
+	}
+	path, serr := event.WriteSpool(filepath.Join(l.orchDir, notify.SpoolDir), e)
+	if serr != nil {
+		l.log.Error("record neither published nor spooled; the next start repeats its work", "kind", e.Kind, "plan", e.Plan, "err", err, "spool_err", serr)
+		return
+	}
+	l.log.Warn("record not published; spooled", "kind", e.Kind, "plan", e.Plan, "err", err, "file", filepath.Base(path))
+}
