@@ -16,7 +16,7 @@ func newDownCmd(s streams) *cobra.Command {
 	o := &downOptions{}
 	cmd := &cobra.Command{
 		Use:   "down",
-		Short: "Stop the fleet's tmux session and the lead loop",
+		Short: "Stop the lead loop, then the fleet (its tmux session, or its headless processes)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return downRun(cmd.Context(), o, s) },
 	}

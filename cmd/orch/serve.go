@@ -35,7 +35,7 @@ func newServeCmd(s streams) *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the lead loop in the foreground (with --workers, bring the fleet up in tmux)",
+		Short: "Run the lead loop in the foreground (with --workers, bring the fleet up: tmux panes, or --headless processes)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Workers < 0 || o.Workers > 64 {
@@ -65,7 +65,7 @@ func newServeCmd(s streams) *cobra.Command {
 			return serveRun(cmd.Context(), o, s)
 		},
 	}
-	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of worker panes to run in tmux")
+	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of workers: tmux panes, or with --headless the plans run at once")
 	cmd.Flags().StringVar(&o.Agent, "agent", "", "agent profile (claude, codex, gemini, aider, or one from orch.yaml) or command each worker pane runs")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
