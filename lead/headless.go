@@ -160,7 +160,7 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	if err := os.MkdirAll(logs, 0o700); err != nil {
 		return err
 	}
-	logPath := filepath.Join(logs, fmt.Sprintf("%s-%d.log", plan, attempt))
+	logPath := filepath.Join(logs, logName(plan, attempt))
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 func (l *Loop) reportExit(n exitNote) {
 	l.ingestSpool()
 	if n.plan != "" {
-		capLog(filepath.Join(l.orchDir, LogsDir, fmt.Sprintf("%s-%d.log", n.plan, n.attempt)))
+		capLog(filepath.Join(l.orchDir, LogsDir, logName(n.plan, n.attempt)))
 	}
 	l.publishExit(n)
 }
@@ -257,7 +257,7 @@ func (l *Loop) reportExits() {
 	l.pendingExits = nil
 	for _, n := range pending {
 		if n.plan != "" {
-			capLog(filepath.Join(l.orchDir, LogsDir, fmt.Sprintf("%s-%d.log", n.plan, n.attempt)))
+			capLog(filepath.Join(l.orchDir, LogsDir, logName(n.plan, n.attempt)))
 		}
 		l.publishExit(n)
 	}
@@ -294,7 +294,7 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 		return nil, "worker free: " + e.Status
 	}
 	w.Plan = ""
-	log := filepath.Join(notify.DirName, LogsDir, fmt.Sprintf("%s-%d.log", p.Name, p.Attempts))
+	log := filepath.Join(notify.DirName, LogsDir, logName(p.Name, p.Attempts))
 	if strings.Contains(e.Status, unknownStatus) {
 		// It ended while no lead loop watched it as its parent: stopped by
 		// orch down, killed with the tmux server's machine, or crashed. Like
@@ -376,3 +376,6 @@ func StopHeadless(root string) ([]string, error) {
 	}
 	return stopped, nil
 }
+
+// logName is the file, under .orch/logs, of one headless run.
+func logName(plan string, attempt int) string { return fmt.Sprintf("%s-%d.log", plan, attempt) }

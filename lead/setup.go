@@ -66,11 +66,7 @@ func (l *Loop) resumeSetups() {
 			continue
 		}
 		if w := l.st.Worker(p.Worker); w == nil || w.State == WorkerDead || w.Plan != p.Name {
-			// Its worker went away meanwhile: the plan goes to another one.
-			if p.Target == p.Worker {
-				p.Target = ""
-			}
-			p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+			dropSetup(p)
 			continue
 		}
 		// A run of its own: a record the old run left is told apart.
@@ -91,12 +87,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 	}
 	w := l.st.Worker(e.Worker)
 	if w == nil || w.State == WorkerDead || w.Plan != p.Name {
-		// Its worker went away meanwhile: the plan goes to another one (a
-		// --to pin to it is dropped, as for any lost worker).
-		if p.Target == p.Worker {
-			p.Target = ""
-		}
-		p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+		dropSetup(p)
 		return nil, "worker gone: plan queued again"
 	}
 	if why, failed := strings.CutPrefix(e.Status, "failed: "); failed {
@@ -132,10 +123,7 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 	}
 	w := l.st.Worker(p.Worker)
 	if w == nil || w.State == WorkerDead || w.Plan != p.Name || (l.tmux == nil && !l.cfg.Headless) {
-		if p.Target == p.Worker {
-			p.Target = ""
-		}
-		p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+		dropSetup(p)
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
@@ -158,4 +146,14 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
+}
+
+// dropSetup puts back a plan whose worker went away while its setup ran:
+// queued for another worker (a --to pin to the gone one is dropped, as for
+// any lost worker).
+func dropSetup(p *Plan) {
+	if p.Target == p.Worker {
+		p.Target = ""
+	}
+	p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
 }
