@@ -2,6 +2,7 @@ package lead
 
 import (
 	"context"
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,9 +56,14 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 	case err == nil:
 		add(Check{Name: "orch-notify", OK: true, Info: notifyPath})
 	case binDir != "" && isExec(filepath.Join(binDir, "orch-notify")):
-		add(Check{Name: "orch-notify", OK: true, Info: filepath.Join(binDir, "orch-notify") + " (next to orch; orch serve puts it on the workers' PATH)"})
+		notifyPath = filepath.Join(binDir, "orch-notify")
+		add(Check{Name: "orch-notify", OK: true, Info: notifyPath + " (next to orch; orch serve puts it on the workers' PATH)"})
 	default:
-		add(Check{Name: "orch-notify", Fix: "build it next to orch: go build -o bin/ ./cmd/... (or go install ./cmd/...)"})
+		notifyPath = ""
+		add(Check{Name: "orch-notify", Fix: "build it next to orch: " + BuildCommand + " (or CGO_ENABLED=0 go install ./cmd/...)"})
+	}
+	if notifyPath != "" {
+		add(notifyLinkCheck(notifyPath))
 	}
 	if fd, err := unix.PidfdOpen(os.Getpid(), 0); err != nil {
 		add(Check{Name: "pidfd", Info: err.Error(), Fix: "Linux 5.3 or later is needed to notice worker deaths from the process itself; the tmux hook still works"})
@@ -109,6 +115,45 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 		add(Check{Name: "lead loop", OK: true, Info: fmt.Sprintf("pid %d, broker %s", pid, cfg.URL)})
 	}
 	return out
+}
+
+// BuildCommand is how the README builds orch and orch-notify.
+const BuildCommand = "CGO_ENABLED=0 go build -o bin/ ./cmd/..."
+
+// notifyLinkCheck warns when orch-notify needs the dynamic loader (built
+// with cgo on, Go's default where a C compiler is installed): every
+// callback then waits for ld.so before Go starts, a third of a static
+// build's whole run on a small machine (BENCHMARKS.md). Optional: it works,
+// only slower.
+func notifyLinkCheck(path string) Check {
+	c := Check{Name: "orch-notify build", Optional: true}
+	dyn, err := DynamicallyLinked(path)
+	switch {
+	case err != nil:
+		c.Info = err.Error()
+	case dyn:
+		c.Info = "dynamically linked: every callback first waits for the dynamic loader"
+		c.Fix = "rebuild static: " + BuildCommand
+	default:
+		c.OK, c.Info = true, "static"
+	}
+	return c
+}
+
+// DynamicallyLinked says whether the ELF executable at path names a
+// program interpreter (the dynamic loader).
+func DynamicallyLinked(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("not an ELF executable: %w", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func isExec(p string) bool {

@@ -237,12 +237,12 @@ func (l *Loop) workerEnv(id string) (map[string]string, error) {
 		"ORCH_CREDS":  filepath.Join(l.orchDir, notify.CredsDir, notify.WorkerCreds),
 		"ORCH_WORKER": id,
 		"ORCH_DIR":    l.orchDir,
+		// With ORCH_URL and ORCH_PREFIX both given, orch-notify need not
+		// read broker.json.
+		"ORCH_PREFIX": l.b.Prefix(),
 		// The tmux server may have been started by a client running in the
 		// C locale; the agent should see the user's locale instead.
 		"LC_ALL": os.Getenv("LC_ALL"),
-	}
-	if l.b.Prefix() != notify.DefaultPfx {
-		env["ORCH_PREFIX"] = l.b.Prefix()
 	}
 	path := os.Getenv("PATH")
 	if l.cfg.BinDir != "" && !strings.HasPrefix(path, l.cfg.BinDir+string(os.PathListSeparator)) {
