@@ -25,11 +25,24 @@ type binary struct {
 	Link  string // "static" or "dynamic (ld.so)"
 }
 
+// binaries are the executables the bench builds. stripped is the one it
+// times: the README's build (CGO_ENABLED=0) stripped, which changes its
+// size, not its speed. cgo is the same code built with cgo on, Go's default
+// wherever a C compiler is installed, timed beside it to show the dynamic
+// loader's share; it is missing (Path "") where cgo cannot build.
 type binaries struct {
-	stripped, full, static, empty binary
+	stripped, full, cgo, empty binary
 }
 
-func (b binaries) list() []binary { return []binary{b.stripped, b.full, b.static, b.empty} }
+func (b binaries) list() []binary {
+	var l []binary
+	for _, bin := range []binary{b.stripped, b.full, b.cgo, b.empty} {
+		if bin.Path != "" {
+			l = append(l, bin)
+		}
+	}
+	return l
+}
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
@@ -80,14 +93,19 @@ func buildAll(ctx context.Context, root, dir string) (binaries, error) {
 		bin.Link = linkage(path)
 		return bin
 	}
-	b.stripped = build("orch-notify, stripped", "go build -ldflags='-s -w' -trimpath ./cmd/orch-notify",
-		"orch-notify", "./cmd/orch-notify", root, nil, stripFlags, "-trimpath")
-	b.full = build("orch-notify, unstripped", "go build ./cmd/orch-notify",
-		"orch-notify-full", "./cmd/orch-notify", root, nil)
-	b.static = build("orch-notify, stripped, CGO_ENABLED=0", "CGO_ENABLED=0 go build -ldflags='-s -w' -trimpath ./cmd/orch-notify",
-		"orch-notify-static", "./cmd/orch-notify", root, []string{"CGO_ENABLED=0"}, stripFlags, "-trimpath")
+	static := []string{"CGO_ENABLED=0"}
+	b.stripped = build("orch-notify, stripped", "CGO_ENABLED=0 go build -ldflags='-s -w' -trimpath ./cmd/orch-notify",
+		"orch-notify", "./cmd/orch-notify", root, static, stripFlags, "-trimpath")
+	b.full = build("orch-notify, unstripped (the README's build)", "CGO_ENABLED=0 go build ./cmd/orch-notify",
+		"orch-notify-full", "./cmd/orch-notify", root, static)
 	if err != nil {
 		return b, err
+	}
+	b.cgo = build("orch-notify, stripped, cgo on", "CGO_ENABLED=1 go build -ldflags='-s -w' -trimpath ./cmd/orch-notify",
+		"orch-notify-cgo", "./cmd/orch-notify", root, []string{"CGO_ENABLED=1"}, stripFlags, "-trimpath")
+	if err != nil {
+		logf("no cgo build (%v): the cgo rows are left out", err)
+		b.cgo, err = binary{}, nil
 	}
 	emptyDir := filepath.Join(dir, "empty-src")
 	if err := os.MkdirAll(emptyDir, 0o755); err != nil {
@@ -138,6 +156,7 @@ func codeByModule(ctx context.Context, root, bin string) (codeReport, error) {
 	var r codeReport
 	list := exec.CommandContext(ctx, "go", "list", "-deps", "-f", "{{.ImportPath}} {{if .Module}}{{.Module.Path}}{{else}}std{{end}}", "./cmd/orch-notify")
 	list.Dir = root
+	list.Env = append(os.Environ(), "CGO_ENABLED=0") // as bin was built
 	out, err := list.Output()
 	if err != nil {
 		return r, fmt.Errorf("go list: %w", err)

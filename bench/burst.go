@@ -161,6 +161,7 @@ func (f *fleetLead) env(worker string) []string {
 		"ORCH_CREDS="+filepath.Join(f.orchDir, notify.CredsDir, notify.WorkerCreds),
 		"ORCH_WORKER="+worker,
 		"ORCH_DIR="+f.orchDir,
+		"ORCH_PREFIX="+notify.DefaultPfx,
 	)
 }
 

@@ -185,6 +185,7 @@ func (s *scratchLead) notifyEnv() []string {
 		"ORCH_CREDS="+filepath.Join(s.orchDir, notify.CredsDir, notify.WorkerCreds),
 		"ORCH_WORKER="+benchWorker,
 		"ORCH_DIR="+s.orchDir,
+		"ORCH_PREFIX="+notify.DefaultPfx, // the scratch lead's broker uses the default prefix
 	)
 }
 

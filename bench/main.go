@@ -9,19 +9,20 @@
 //
 // What it does, in order:
 //
-//  1. builds orch-notify stripped (-ldflags='-s -w' -trimpath), unstripped
-//     (plain go build, as .ci/run does), stripped with CGO_ENABLED=0, and an
-//     empty Go binary stripped, into a temporary directory, and reports
-//     their sizes;
+//  1. builds orch-notify as the README does (CGO_ENABLED=0) stripped
+//     (-ldflags='-s -w' -trimpath: the one timed everywhere) and unstripped,
+//     stripped with cgo on (Go's default where a C compiler is installed,
+//     timed beside it), and an empty Go binary stripped, into a temporary
+//     directory, and reports their sizes;
 //  2. startup (startup.go): times exec to exit, n runs of each case,
 //     interleaved (every round runs each case once, in an order shuffled
 //     anew every round, after a few warm-up rounds that are not counted):
 //     the empty binary; orch-notify with bad arguments (start-up and
-//     argument parsing, exit 2); the same with the static build;
+//     argument parsing, exit 2); the same with the cgo build;
 //     orch-notify done <plan> against a real lead loop (lead.Run in this
 //     process, a scratch repo, one tmux worker running cat, the plan
 //     dispatched to it before each run so that every done is accepted and
-//     harvested), with the default build and with the static one; and
+//     harvested), with the README's build and with the cgo one; and
 //     tmux send-keys of a WORKER-DONE line into a pane
 //     running cat on a private tmux server; then runs orch-notify with
 //     GODEBUG=inittrace=1 to rank its packages' init cost, and attributes

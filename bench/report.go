@@ -134,12 +134,13 @@ func report(d reportData) string {
 	}
 	p("\n")
 	p("- (a) is `package main; func main(){}`, stripped: the floor of exec + Go runtime start-up on this machine.\n")
-	p("- (b) is the stripped orch-notify given an unknown event kind: runtime and package init, argument " +
+	p("- (b) is orch-notify as the README builds it (`CGO_ENABLED=0`, static; stripped here, which changes its size, " +
+		"not its speed) given an unknown event kind: runtime and package init, argument " +
 		"parsing, usage line, exit 2; it neither reads .orch/ nor dials the broker.\n")
-	p("- (b') is (b) built with `CGO_ENABLED=0`, shown only to separate the dynamic loader's share: the default " +
-		"build here links the cgo DNS resolver and so needs `ld.so` and libc.\n")
+	p("- (b') is (b) built with cgo on, Go's default wherever a C compiler is installed, to show what the README's " +
+		"`CGO_ENABLED=0` saves: with cgo, the `net` package links the libc DNS resolver, so the binary needs `ld.so` and libc.\n")
 	p("- (c) is what a worker runs as its last step, with the environment `orch serve` gives a worker pane " +
-		"(`ORCH_URL`, `ORCH_CREDS`, `ORCH_WORKER=w1`, `ORCH_DIR`): connect to the embedded NATS server with the " +
+		"(`ORCH_URL`, `ORCH_CREDS`, `ORCH_WORKER=w1`, `ORCH_DIR`, `ORCH_PREFIX`): connect to the embedded NATS server with the " +
 		"worker NKey, publish one event, wait for the JetStream ack, exit 0. The lead loop runs in the bench's " +
 		"process (`lead.Run` on a scratch repo made with `lead.Init` and `lead.NewPlan`, one tmux worker pane " +
 		"running `cat`). Before each run, untimed, the bench writes a new RESULT.md, dispatches the plan to w1 " +
@@ -154,8 +155,7 @@ func report(d reportData) string {
 		p(" the refusal does not change the timing: the broker acks before the loop handles the event. ")
 	}
 	p("The broker acks once the event is stored; the harvest runs after the ack, but on the same CPUs.\n")
-	p("- (c') is (c) run with the `CGO_ENABLED=0` build of (b'), the build the README recommends for workers; " +
-		"the same lead loop, preparation and settling as (c).\n")
+	p("- (c') is (c) run with the cgo build of (b'); the same lead loop, preparation and settling as (c).\n")
 	p("- (d) is the line a worker would otherwise type into the lead's pane, sent to a pane running `cat` on a " +
 		"private tmux server (its own socket, nothing else on it).\n\n")
 
@@ -169,7 +169,7 @@ func report(d reportData) string {
 	p(" the shuffled order spreads this over all cases.\n\n")
 
 	sk := s.byKey(keySendKeys)
-	for _, k := range []string{keyDone, keyDoneStat} {
+	for _, k := range []string{keyDone, keyDoneCgo} {
 		done := s.byKey(k)
 		if done.N == 0 {
 			continue

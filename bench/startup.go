@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,14 +38,14 @@ type benchCase struct {
 const (
 	keyEmpty    = "empty"
 	keyBadArgs  = "badargs"
-	keyStatic   = "static"
+	keyBadCgo   = "badargscgo"
 	keyDone     = "done"
-	keyDoneStat = "donestatic"
+	keyDoneCgo  = "donecgo"
 	keySendKeys = "sendkeys"
 )
 
 // isDone says whether a case key is one of the two done cases, (c) and (c').
-func isDone(key string) bool { return key == keyDone || key == keyDoneStat }
+func isDone(key string) bool { return key == keyDone || key == keyDoneCgo }
 
 // badArgs is an unknown event kind: orch-notify parses its arguments,
 // prints the usage line and exits 2 before it reads any file or dials.
@@ -105,16 +106,19 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 		{Key: keyEmpty, Label: "(a) empty Go binary", Cmdline: "empty", path: bins.empty.Path, env: env, dir: sl.root},
 		{Key: keyBadArgs, Label: "(b) orch-notify, bad arguments", Cmdline: "orch-notify " + strings.Join(badArgs, " ") + "  (exit 2)",
 			path: bins.stripped.Path, args: badArgs, env: sl.notifyEnv(), dir: sl.root, wantExit: 2},
-		{Key: keyStatic, Label: "(b') same, CGO_ENABLED=0 build", Cmdline: "orch-notify-static " + strings.Join(badArgs, " ") + "  (exit 2)",
-			path: bins.static.Path, args: badArgs, env: sl.notifyEnv(), dir: sl.root, wantExit: 2},
+		{Key: keyBadCgo, Label: "(b') same, cgo build", Cmdline: "orch-notify-cgo " + strings.Join(badArgs, " ") + "  (exit 2)",
+			path: bins.cgo.Path, args: badArgs, env: sl.notifyEnv(), dir: sl.root, wantExit: 2},
 		{Key: keyDone, Label: "(c) orch-notify done, acked", Cmdline: "orch-notify done " + benchPlan + " ok",
 			path: bins.stripped.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
 			prep: sl.prepDone, settle: sl.settleDone},
-		{Key: keyDoneStat, Label: "(c') same, CGO_ENABLED=0 build", Cmdline: "orch-notify-static done " + benchPlan + " ok",
-			path: bins.static.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
+		{Key: keyDoneCgo, Label: "(c') same, cgo build", Cmdline: "orch-notify-cgo done " + benchPlan + " ok",
+			path: bins.cgo.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
 			prep: sl.prepDone, settle: sl.settleDone},
 		{Key: keySendKeys, Label: "(d) tmux send-keys", Cmdline: "tmux -L <private> send-keys -t " + kp.pane + " 'WORKER-DONE x: ok' Enter",
 			path: tmuxPath, args: []string{"-L", kp.socket, "send-keys", "-t", kp.pane, "WORKER-DONE x: ok", "Enter"}, env: env, dir: sl.root},
+	}
+	if bins.cgo.Path == "" {
+		cases = slices.DeleteFunc(cases, func(c *benchCase) bool { return c.path == "" })
 	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
