@@ -25,18 +25,19 @@ type binary struct {
 	Link  string // "static" or "dynamic (ld.so)"
 }
 
-// binaries are the executables the bench builds. stripped is the one it
-// times: the README's build (CGO_ENABLED=0) stripped, which changes its
-// size, not its speed. cgo is the same code built with cgo on, Go's default
-// wherever a C compiler is installed, timed beside it to show the dynamic
-// loader's share; it is missing (Path "") where cgo cannot build.
+// binaries are the executables the bench builds. full is the one it times:
+// orch-notify exactly as the README builds it (CGO_ENABLED=0). stripped is
+// the same, stripped, for the size target. cgo is the README's command with
+// cgo on, Go's default wherever a C compiler is installed, timed beside it to
+// show the dynamic loader's share; it is missing (Path "") where cgo cannot
+// build or does not link dynamically, and when no start-up case needs it.
 type binaries struct {
-	stripped, full, cgo, empty binary
+	full, stripped, cgo, empty binary
 }
 
 func (b binaries) list() []binary {
 	var l []binary
-	for _, bin := range []binary{b.stripped, b.full, b.cgo, b.empty} {
+	for _, bin := range []binary{b.full, b.stripped, b.cgo, b.empty} {
 		if bin.Path != "" {
 			l = append(l, bin)
 		}
@@ -68,7 +69,7 @@ func moduleRoot(ctx context.Context) (string, error) {
 
 const stripFlags = "-ldflags=-s -w"
 
-func buildAll(ctx context.Context, root, dir string) (binaries, error) {
+func buildAll(ctx context.Context, root, dir string, withCgo bool) (binaries, error) {
 	var b binaries
 	var err error
 	build := func(label, shown, out, pkg, workDir string, env []string, args ...string) binary {
@@ -94,18 +95,24 @@ func buildAll(ctx context.Context, root, dir string) (binaries, error) {
 		return bin
 	}
 	static := []string{"CGO_ENABLED=0"}
+	b.full = build("orch-notify (the README's build)", "CGO_ENABLED=0 go build ./cmd/orch-notify",
+		"orch-notify", "./cmd/orch-notify", root, static)
 	b.stripped = build("orch-notify, stripped", "CGO_ENABLED=0 go build -ldflags='-s -w' -trimpath ./cmd/orch-notify",
-		"orch-notify", "./cmd/orch-notify", root, static, stripFlags, "-trimpath")
-	b.full = build("orch-notify, unstripped (the README's build)", "CGO_ENABLED=0 go build ./cmd/orch-notify",
-		"orch-notify-full", "./cmd/orch-notify", root, static)
+		"orch-notify-stripped", "./cmd/orch-notify", root, static, stripFlags, "-trimpath")
 	if err != nil {
 		return b, err
 	}
-	b.cgo = build("orch-notify, stripped, cgo on", "CGO_ENABLED=1 go build -ldflags='-s -w' -trimpath ./cmd/orch-notify",
-		"orch-notify-cgo", "./cmd/orch-notify", root, []string{"CGO_ENABLED=1"}, stripFlags, "-trimpath")
-	if err != nil {
-		logf("no cgo build (%v): the cgo rows are left out", err)
-		b.cgo, err = binary{}, nil
+	if withCgo {
+		b.cgo = build("orch-notify, cgo on", "CGO_ENABLED=1 go build ./cmd/orch-notify",
+			"orch-notify-cgo", "./cmd/orch-notify", root, []string{"CGO_ENABLED=1"})
+		switch {
+		case err != nil:
+			logf("no cgo build (%v): the cgo rows are left out", err)
+			b.cgo, err = binary{}, nil
+		case !strings.HasPrefix(b.cgo.Link, "dynamic"):
+			logf("the cgo build links statically here (GOFLAGS tags?): the cgo rows are left out")
+			b.cgo = binary{}
+		}
 	}
 	emptyDir := filepath.Join(dir, "empty-src")
 	if err := os.MkdirAll(emptyDir, 0o755); err != nil {

@@ -87,7 +87,7 @@ func leadReport(d leadData) string {
 			"Each round, untimed, the bench writes RESULT.md and dispatches the plan to w1 again; then it sends `done` one of two ways, "+
 			"alternating, %d rounds each after %d warm-up rounds: (i) an in-process publisher holding an open worker-NKey connection over "+
 			"loopback TCP (`notify.PublishOn`, what orch-notify does after connecting), whose anchor is the moment the JetStream ack "+
-			"returns to it; (ii) the stripped `orch-notify done` process (static, the README's build), whose anchor is the moment it is reaped (it exits right after "+
+			"returns to it; (ii) the `orch-notify done` process as the README builds it (static), whose anchor is the moment it is reaped (it exits right after "+
 			"its ack). The handler is seen from outside through inotify: the first `IN_OPEN` of `plans/bench/RESULT.md` after the send "+
 			"began is `plans.ReadResult` in `lead.(*Loop).done`, reached after the event is parsed, its subject checked, the handled-id "+
 			"record looked up and the holder checked, before any git command. `harvested` is the loop's log line after both commits "+
@@ -116,8 +116,8 @@ func leadReport(d leadData) string {
 		p("A lead loop in the bench's process with %d worker panes running `cat` (one tmux window, enlarged to 1000×1000 by a "+
 			"`session-created` hook so that the panes fit; dispatch acknowledgement timer off, since `cat` never says `started`), "+
 			"%d plans, each dispatched to one of them and with its RESULT.md written. Untimed setup: the fleet came up in %.1f s, the %d "+
-			"dispatch commands (published as `orch dispatch` does, after its checks) were typed in %.1f s. Then %d stripped static `orch-notify "+
-			"done <plan> ok` processes, each with the `ORCH_WORKER` of the worker holding its plan, were launched at once through a "+
+			"dispatch commands (published as `orch dispatch` does, after its checks) were typed in %.1f s. Then %d `orch-notify "+
+			"done <plan> ok` processes (the README's static build), each with the `ORCH_WORKER` of the worker holding its plan, were launched at once through a "+
 			"semaphore of %d (load average %s before). Times from the first launch.\n\n",
 			bu.N, bu.N, bu.FleetUp.Seconds(), bu.N, bu.DispatchAll.Seconds(), bu.N, bu.Conc, d.BurstLoad)
 		p("| figure | value |\n|---|--:|\n")
@@ -168,7 +168,7 @@ func leadReport(d leadData) string {
 
 	if s := d.Serve; s != nil {
 		p("### Idle cost and memory: `orch serve` as a process\n\n")
-		p("`go build ./cmd/orch ./cmd/orch-notify` into a temporary directory put first on `PATH`, `orch init` on a scratch repo, "+
+		p("`CGO_ENABLED=0 go build ./cmd/orch ./cmd/orch-notify` (the README's build) into a temporary directory put first on `PATH`, `orch init` on a scratch repo, "+
 			"`orch serve --workers %d --agent cat` with `ORCH_TMUX_SOCKET` set to a private tmux server (load average %s before). "+
 			"Beside it, at the same time, the baseline: `go run ./bench -bare-server <dir>` in its own process, which runs `broker.Start` "+
 			"(the embedded nats-server with JetStream, the one stream and its two consumers, as orch serve configures them) and "+

@@ -9,11 +9,11 @@
 //
 // What it does, in order:
 //
-//  1. builds orch-notify as the README does (CGO_ENABLED=0) stripped
-//     (-ldflags='-s -w' -trimpath: the one timed everywhere) and unstripped,
-//     stripped with cgo on (Go's default where a C compiler is installed,
-//     timed beside it), and an empty Go binary stripped, into a temporary
-//     directory, and reports their sizes;
+//  1. builds orch-notify as the README does (CGO_ENABLED=0: the one timed
+//     everywhere), the same stripped (-ldflags='-s -w' -trimpath, for the
+//     size target), with cgo on (Go's default where a C compiler is
+//     installed, timed beside it in the start-up section), and an empty Go
+//     binary stripped, into a temporary directory, and reports their sizes;
 //  2. startup (startup.go): times exec to exit, n runs of each case,
 //     interleaved (every round runs each case once, in an order shuffled
 //     anew every round, after a few warm-up rounds that are not counted):
@@ -150,7 +150,7 @@ func run(ctx context.Context, o options) error {
 	logf("machine: %s, %s CPUs, %s", m.CPU, m.NProc, m.Go)
 
 	logf("building into %s", tmp)
-	bins, err := buildAll(ctx, root, tmp)
+	bins, err := buildAll(ctx, root, tmp, o.has("startup"))
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		it, err := initTrace(ctx, bins.stripped.Path, min(o.n, 50))
+		it, err := initTrace(ctx, bins.full.Path, min(o.n, 50))
 		if err != nil {
 			logf("inittrace: %v (left out of the report)", err)
 		}
@@ -180,7 +180,7 @@ func run(ctx context.Context, o options) error {
 	if o.has("reaction") {
 		logf("reaction: %d rounds of each kind", o.reactionN)
 		ld.Load = loadAvg()
-		r, err := reaction(ctx, o, bins.stripped.Path, filepath.Join(tmp, "reaction"))
+		r, err := reaction(ctx, o, bins.full.Path, filepath.Join(tmp, "reaction"))
 		if err != nil {
 			return fmt.Errorf("reaction: %w", err)
 		}
@@ -188,7 +188,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.has("burst") {
 		ld.BurstLoad = loadAvg()
-		b, err := burst(ctx, o, bins.stripped.Path, tmp)
+		b, err := burst(ctx, o, bins.full.Path, tmp)
 		if err != nil {
 			return fmt.Errorf("burst: %w", err)
 		}

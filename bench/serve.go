@@ -91,8 +91,9 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	bin := filepath.Join(dir, "serve-bin")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/orch", "./cmd/orch-notify")
 	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README builds them
 	if out, err := build.CombinedOutput(); err != nil {
-		return res, fmt.Errorf("go build ./cmd/orch ./cmd/orch-notify: %v\n%s", err, out)
+		return res, fmt.Errorf("CGO_ENABLED=0 go build ./cmd/orch ./cmd/orch-notify: %v\n%s", err, out)
 	}
 	repo := filepath.Join(dir, "serve")
 	if err := os.MkdirAll(repo, 0o755); err != nil {

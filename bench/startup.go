@@ -8,12 +8,16 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/notify"
 )
 
 // benchCase is one command timed from exec to exit.
@@ -41,6 +45,7 @@ const (
 	keyBadCgo   = "badargscgo"
 	keyDone     = "done"
 	keyDoneCgo  = "donecgo"
+	keyDoneBare = "donebare"
 	keySendKeys = "sendkeys"
 )
 
@@ -101,19 +106,40 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 	}
 	defer kp.close()
 
+	// A second broker, configured as orch serve's (stream, consumers,
+	// credentials) but with no lead loop reading it: (c'') against it is
+	// orch-notify without a harvest running on the same CPUs at the moment
+	// of its ack.
+	bareDir := filepath.Join(dir, "bare-broker")
+	if err := os.MkdirAll(bareDir, 0o700); err != nil {
+		return res, err
+	}
+	if err := broker.EnsureCreds(bareDir); err != nil {
+		return res, err
+	}
+	bb, err := broker.Start(ctx, broker.Config{Dir: bareDir})
+	if err != nil {
+		return res, fmt.Errorf("bare broker: %w", err)
+	}
+	defer bb.Shutdown()
+	bareEnv := append(cleanEnv(), "ORCH_URL="+bb.URL(), "ORCH_CREDS="+filepath.Join(bareDir, notify.CredsDir, notify.WorkerCreds),
+		"ORCH_WORKER="+benchWorker, "ORCH_DIR="+bareDir, "ORCH_PREFIX="+bb.Prefix())
+
 	env := cleanEnv()
 	cases := []*benchCase{
 		{Key: keyEmpty, Label: "(a) empty Go binary", Cmdline: "empty", path: bins.empty.Path, env: env, dir: sl.root},
 		{Key: keyBadArgs, Label: "(b) orch-notify, bad arguments", Cmdline: "orch-notify " + strings.Join(badArgs, " ") + "  (exit 2)",
-			path: bins.stripped.Path, args: badArgs, env: sl.notifyEnv(), dir: sl.root, wantExit: 2},
+			path: bins.full.Path, args: badArgs, env: sl.notifyEnv(), dir: sl.root, wantExit: 2},
 		{Key: keyBadCgo, Label: "(b') same, cgo build", Cmdline: "orch-notify-cgo " + strings.Join(badArgs, " ") + "  (exit 2)",
 			path: bins.cgo.Path, args: badArgs, env: sl.notifyEnv(), dir: sl.root, wantExit: 2},
 		{Key: keyDone, Label: "(c) orch-notify done, acked", Cmdline: "orch-notify done " + benchPlan + " ok",
-			path: bins.stripped.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
+			path: bins.full.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
 			prep: sl.prepDone, settle: sl.settleDone},
 		{Key: keyDoneCgo, Label: "(c') same, cgo build", Cmdline: "orch-notify-cgo done " + benchPlan + " ok",
 			path: bins.cgo.Path, args: []string{"done", benchPlan, "ok"}, env: sl.notifyEnv(), dir: sl.root,
 			prep: sl.prepDone, settle: sl.settleDone},
+		{Key: keyDoneBare, Label: "(c'') (c) against a bare broker", Cmdline: "orch-notify done " + benchPlan + " ok  (no lead loop reading)",
+			path: bins.full.Path, args: []string{"done", benchPlan, "ok"}, env: bareEnv, dir: sl.root},
 		{Key: keySendKeys, Label: "(d) tmux send-keys", Cmdline: "tmux -L <private> send-keys -t " + kp.pane + " 'WORKER-DONE x: ok' Enter",
 			path: tmuxPath, args: []string{"-L", kp.socket, "send-keys", "-t", kp.pane, "WORKER-DONE x: ok", "Enter"}, env: env, dir: sl.root},
 	}

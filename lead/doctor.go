@@ -3,7 +3,9 @@ package lead
 import (
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,11 +122,10 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 // BuildCommand is how the README builds orch and orch-notify.
 const BuildCommand = "CGO_ENABLED=0 go build -o bin/ ./cmd/..."
 
-// notifyLinkCheck warns when orch-notify needs the dynamic loader (built
-// with cgo on, Go's default where a C compiler is installed): every
-// callback then waits for ld.so before Go starts, a third of a static
-// build's whole run on a small machine (BENCHMARKS.md). Optional: it works,
-// only slower.
+// notifyLinkCheck warns when the orch-notify workers will run (path)
+// needs the dynamic loader (built with cgo on, Go's default where a C
+// compiler is installed): every callback then waits for ld.so before Go
+// starts (BENCHMARKS.md, start-up section). Optional: it works, only slower.
 func notifyLinkCheck(path string) Check {
 	c := Check{Name: "orch-notify build", Optional: true}
 	dyn, err := DynamicallyLinked(path)
@@ -132,8 +133,8 @@ func notifyLinkCheck(path string) Check {
 	case err != nil:
 		c.Info = err.Error()
 	case dyn:
-		c.Info = "dynamically linked: every callback first waits for the dynamic loader"
-		c.Fix = "rebuild static: " + BuildCommand
+		c.Info = path + " is dynamically linked: every callback first waits for the dynamic loader"
+		c.Fix = "rebuild it static, from the orch source: CGO_ENABLED=0 go build -o " + filepath.Dir(path) + "/ ./cmd/orch-notify"
 	default:
 		c.OK, c.Info = true, "static"
 	}
@@ -144,8 +145,12 @@ func notifyLinkCheck(path string) Check {
 // program interpreter (the dynamic loader).
 func DynamicallyLinked(path string) (bool, error) {
 	f, err := elf.Open(path)
+	var fe *elf.FormatError
+	if errors.As(err, &fe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return false, fmt.Errorf("%s is not an ELF executable (%v)", path, err)
+	}
 	if err != nil {
-		return false, fmt.Errorf("not an ELF executable: %w", err)
+		return false, err
 	}
 	defer f.Close()
 	for _, p := range f.Progs {

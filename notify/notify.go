@@ -312,14 +312,6 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 	if err := nc.PublishMsg(msg); err != nil {
 		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
 	}
-	// FlushTimeout writes SUB, HPUB and a PING from this goroutine, in one
-	// write, instead of waking the connection's flusher goroutine to do it:
-	// one thread hand-off fewer before the broker sees the event. The PONG
-	// comes back over the same round trip as the PubAck, which the broker
-	// sends once the stream has stored the event.
-	if err := nc.FlushTimeout(time.Until(deadline)); err != nil {
-		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
-	}
 	ack, err := sub.NextMsg(time.Until(deadline))
 	if err == nil && len(ack.Data) == 0 && ack.Header.Get("Status") == "503" {
 		err = nats.ErrNoResponders // what RequestMsg makes of the server's no-responders status
