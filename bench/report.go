@@ -162,9 +162,9 @@ func report(d reportData) string {
 	if hasCgo {
 		p("- (c') is (c) run with the cgo build of (b'); the same lead loop, preparation and settling as (c).\n")
 	}
-	p("- (c'') is (c) against a second broker in the bench's process, started by `broker.Start` as orch serve starts its " +
-		"own (stream, consumers, credentials) but with no lead loop reading it: no preparation, no settling, nothing " +
-		"harvested. Its difference from (c) is what the lead loop's work at the moment of the ack (the handler, the " +
+	p("- (c'') is (c) against a bare broker: this binary's hidden `-bare-server` mode, `broker.Start` as orch serve starts " +
+		"its own (stream, consumers, credentials), alone in its own process with no lead loop reading it: no preparation, " +
+		"no settling, nothing harvested. Its difference from (c) is what the lead loop's work at the moment of the ack (the handler, the " +
 		"harvest's git processes) costs orch-notify on these CPUs.\n")
 	p("- (d) is the line a worker would otherwise type into the lead's pane, sent to a pane running `cat` on a " +
 		"private tmux server (its own socket, nothing else on it).\n\n")
@@ -197,8 +197,12 @@ func report(d reportData) string {
 	}
 
 	if bare, done := s.byKey(keyDoneBare), s.byKey(keyDone); bare.N > 0 && done.N > 0 {
-		p("Without the lead loop's work beside it, (c''): %.2f× send-keys (%s ms), %s ms less than (c). ",
-			bare.RatioSendKeys, fmtMs(bare.Med), fmtMs(done.Med-bare.Med))
+		diff, than := done.Med-bare.Med, "less"
+		if diff < 0 {
+			diff, than = -diff, "more"
+		}
+		p("Without the lead loop's work beside it, (c''): %.2f× send-keys (%s ms), %s ms %s than (c). ",
+			bare.RatioSendKeys, fmtMs(bare.Med), fmtMs(diff), than)
 		if bare.RatioSendKeys <= targetRatio {
 			p("Within the target's %.1f×; this is not the target's case, which is (c).\n\n", targetRatio)
 		} else {

@@ -42,6 +42,49 @@ func bareServer(dir string) error {
 	return err
 }
 
+// bareProc is this binary running as -bare-server: the broker as orch
+// serve configures it, alone in its own process.
+type bareProc struct {
+	cmd *exec.Cmd
+	in  io.Closer
+	url string
+}
+
+// startBare starts a bare broker on dir and returns once it is ready.
+func startBare(dir string) (*bareProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-bare-server", dir)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	bp := &bareProc{cmd: cmd, in: in}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready ") {
+		bp.stop()
+		return nil, fmt.Errorf("bare server: %q %v", line, err)
+	}
+	bp.url = strings.TrimSpace(strings.TrimPrefix(line, "ready "))
+	return bp, nil
+}
+
+// stop closes the bare broker's stdin, which ends it, and reaps it.
+func (bp *bareProc) stop() {
+	bp.in.Close()
+	bp.cmd.Wait()
+}
+
 // logLine is one line of orch serve's log, parsed.
 type logLine struct {
 	Msg   string
@@ -112,30 +155,11 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	}
 	orchDir := filepath.Join(repo, notify.DirName)
 
-	self, err := os.Executable()
+	bare, err := startBare(filepath.Join(dir, "bare"))
 	if err != nil {
 		return res, err
 	}
-	bare := exec.Command(self, "-bare-server", filepath.Join(dir, "bare"))
-	bareIn, err := bare.StdinPipe()
-	if err != nil {
-		return res, err
-	}
-	bareOut, err := bare.StdoutPipe()
-	if err != nil {
-		return res, err
-	}
-	bare.Stderr = os.Stderr
-	if err := bare.Start(); err != nil {
-		return res, err
-	}
-	defer func() {
-		bareIn.Close()
-		bare.Wait()
-	}()
-	if line, err := bufio.NewReader(bareOut).ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready ") {
-		return res, fmt.Errorf("bare server: %q %v", line, err)
-	}
+	defer bare.stop()
 
 	serve := exec.Command(filepath.Join(bin, "orch"), "serve", "--workers", strconv.Itoa(res.Workers), "--agent", "cat")
 	serve.Dir, serve.Env = repo, env
@@ -176,7 +200,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	if err != nil {
 		return res, err
 	}
-	bp0, err := sampleProc(bare.Process.Pid)
+	bp0, err := sampleProc(bare.cmd.Process.Pid)
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +211,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	if err != nil {
 		return res, err
 	}
-	bp1, err := sampleProc(bare.Process.Pid)
+	bp1, err := sampleProc(bare.cmd.Process.Pid)
 	if err != nil {
 		return res, err
 	}

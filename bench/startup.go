@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -106,24 +105,18 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 	}
 	defer kp.close()
 
-	// A second broker, configured as orch serve's (stream, consumers,
-	// credentials) but with no lead loop reading it: (c'') against it is
-	// orch-notify without a harvest running on the same CPUs at the moment
-	// of its ack.
+	// A bare broker, configured as orch serve's (stream, consumers,
+	// credentials) but alone in its own process with no lead loop reading
+	// it: (c'') against it is orch-notify without a harvest running on the
+	// same CPUs at the moment of its ack.
 	bareDir := filepath.Join(dir, "bare-broker")
-	if err := os.MkdirAll(bareDir, 0o700); err != nil {
-		return res, err
-	}
-	if err := broker.EnsureCreds(bareDir); err != nil {
-		return res, err
-	}
-	bb, err := broker.Start(ctx, broker.Config{Dir: bareDir})
+	bare, err := startBare(bareDir)
 	if err != nil {
-		return res, fmt.Errorf("bare broker: %w", err)
+		return res, err
 	}
-	defer bb.Shutdown()
-	bareEnv := append(cleanEnv(), "ORCH_URL="+bb.URL(), "ORCH_CREDS="+filepath.Join(bareDir, notify.CredsDir, notify.WorkerCreds),
-		"ORCH_WORKER="+benchWorker, "ORCH_DIR="+bareDir, "ORCH_PREFIX="+bb.Prefix())
+	defer bare.stop()
+	bareEnv := append(cleanEnv(), "ORCH_URL="+bare.url, "ORCH_CREDS="+filepath.Join(bareDir, notify.CredsDir, notify.WorkerCreds),
+		"ORCH_WORKER="+benchWorker, "ORCH_DIR="+bareDir, "ORCH_PREFIX="+notify.DefaultPfx)
 
 	env := cleanEnv()
 	cases := []*benchCase{
