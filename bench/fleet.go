@@ -121,6 +121,7 @@ type scratchLead struct {
 
 	accepted int
 	refused  map[string]int // reason -> count
+	spooled  int            // done events the loop got from the spool, not from an ack
 }
 
 func startLead(ctx context.Context, dir, socket string, verbose bool) (*scratchLead, error) {
@@ -226,6 +227,10 @@ func (s *scratchLead) settleDone(ctx context.Context) error {
 		if r.Attrs["plan"] != benchPlan {
 			return false
 		}
+		if r.Msg == "spool: delivered" {
+			s.spooled++ // orch-notify exited 0 without an ack: the run timed is not a durable publish
+			return false
+		}
 		return r.Msg == "refused" || strings.HasPrefix(r.Msg, "done without") || strings.HasPrefix(r.Msg, "event not handled")
 	})
 	if err != nil {
@@ -247,6 +252,7 @@ func (s *scratchLead) settleDone(ctx context.Context) error {
 func (s *scratchLead) resetCounts() {
 	s.accepted = 0
 	s.refused = map[string]int{}
+	s.spooled = 0
 }
 
 // keysPane is a pane running cat on a private tmux server of its own, the

@@ -164,12 +164,13 @@ func report(d reportData) string {
 	}
 	p("- (c'') is (c) against a bare broker: this binary's hidden `-bare-server` mode, `broker.Start` as orch serve starts " +
 		"its own (stream, consumers, credentials), alone in its own process with no lead loop reading it: no preparation, " +
-		"no settling, nothing harvested. Its difference from (c) is what the lead loop's work at the moment of the ack (the handler, the " +
-		"harvest's git processes) costs orch-notify on these CPUs.\n")
+		"no settling, nothing harvested of its own (the lead loop may still be finishing the previous round's event, as " +
+		"for any case). Its difference from (c) is what the harvest of the notifier's own event, which starts at the ack, " +
+		"costs it on these CPUs.\n")
 	p("- (d) is the line a worker would otherwise type into the lead's pane, sent to a pane running `cat` on a " +
 		"private tmux server (its own socket, nothing else on it).\n\n")
 
-	p("Runs that came right after a run of (c) or (c') in the same round, while the lead loop may still be finishing " +
+	p("Runs that came right after a run of a done case harvested by the lead loop ((c), (c')) in the same round, while the loop may still be finishing " +
 		"that event (callback, ack) on the same CPUs, against the others, medians in ms:")
 	for _, c := range s.Cases {
 		if !isDone(c.Key) && c.NAfterDone > 0 && c.MedOtherwise > 0 {
@@ -201,7 +202,7 @@ func report(d reportData) string {
 		if diff < 0 {
 			diff, than = -diff, "more"
 		}
-		p("Without the lead loop's work beside it, (c''): %.2f× send-keys (%s ms), %s ms %s than (c). ",
+		p("Against the bare broker, (c''): %.2f× send-keys (%s ms), %s ms %s than (c). ",
 			bare.RatioSendKeys, fmtMs(bare.Med), fmtMs(diff), than)
 		if bare.RatioSendKeys <= targetRatio {
 			p("Within the target's %.1f×; this is not the target's case, which is (c).\n\n", targetRatio)

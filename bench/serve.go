@@ -51,18 +51,20 @@ type bareProc struct {
 }
 
 // startBare starts a bare broker on dir and returns once it is ready.
-func startBare(dir string) (*bareProc, error) {
+// ctx's end kills it.
+func startBare(ctx context.Context, dir string) (*bareProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-bare-server", dir)
+	cmd := exec.CommandContext(ctx, self, "-bare-server", dir)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		in.Close()
 		return nil, err
 	}
 	cmd.Stderr = os.Stderr
@@ -155,7 +157,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	}
 	orchDir := filepath.Join(repo, notify.DirName)
 
-	bare, err := startBare(filepath.Join(dir, "bare"))
+	bare, err := startBare(ctx, filepath.Join(dir, "bare"))
 	if err != nil {
 		return res, err
 	}

@@ -110,7 +110,7 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 	// it: (c'') against it is orch-notify without a harvest running on the
 	// same CPUs at the moment of its ack.
 	bareDir := filepath.Join(dir, "bare-broker")
-	bare, err := startBare(bareDir)
+	bare, err := startBare(ctx, bareDir)
 	if err != nil {
 		return res, err
 	}
@@ -197,6 +197,15 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 	res.LoadEnd = loadAvg()
 	res.Rounds = o.n
 	res.Accepted, res.Refused = sl.accepted, sl.refused
+	// orch-notify exits 0 for an event it spooled as well as for one the
+	// broker acked: no timed done may have been spooled. (c'') has no lead
+	// loop, so its spool directory must still be empty.
+	if spooled, _ := os.ReadDir(filepath.Join(bareDir, notify.SpoolDir)); len(spooled) > 0 {
+		return res, fmt.Errorf("(c''): %d events spooled instead of acked by the bare broker, e.g. %s", len(spooled), spooled[0].Name())
+	}
+	if sl.spooled > 0 {
+		return res, fmt.Errorf("(c), (c'): %d done events reached the lead loop from the spool, not through an ack", sl.spooled)
+	}
 
 	for _, c := range cases {
 		res.Cases = append(res.Cases, summarise(c))
