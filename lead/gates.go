@@ -73,9 +73,22 @@ func runCmd(dir, cmdline string, timeout time.Duration) CmdResult {
 
 // runCmdGroup is runCmd that reports the process group it started, so the
 // lead loop can kill it when it stops (the group outlives a dead parent).
+// The command starts only once started has recorded the group: until then
+// its shell waits on a pipe (fd 3), and a lead that dies first closes the
+// pipe, so the shell exits (97) without running it. No gate runs unrecorded.
 func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid int, running bool)) CmdResult {
 	res := CmdResult{Cmd: cmdline, Exit: -1}
-	cmd := exec.Command("sh", "-c", cmdline)
+	script := cmdline
+	var goR, goW *os.File
+	if started != nil {
+		var err error
+		if goR, goW, err = os.Pipe(); err != nil {
+			res.Err = err.Error()
+			return res
+		}
+		script = "read -r _ <&3 || exit 97; exec 3<&-; " + cmdline
+	}
+	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A background child that keeps the output pipes open must not hold the
@@ -83,20 +96,31 @@ func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid i
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if goR != nil {
+		cmd.ExtraFiles = []*os.File{goR}
+	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if goR != nil {
+		goR.Close() // the child has its own
+	}
+	if err != nil {
+		if goW != nil {
+			goW.Close()
+		}
 		res.Err = err.Error()
 		return res
 	}
 	if started != nil {
 		started(cmd.Process.Pid, true)
 		defer started(cmd.Process.Pid, false)
+		goW.Write([]byte("go\n")) // a failed write leaves the shell at end of file: it exits 97
+		goW.Close()
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t := time.NewTimer(timeout) // the deadline: one timer, fired at most once
 	defer t.Stop()
-	var err error
 	select {
 	case err = <-exited:
 	case <-t.C:
@@ -297,6 +321,9 @@ func measure(root, cmdline string) (*float64, string) {
 // a lead loop that stops (or dies) leaves none running past its deadline:
 // they are killed when it stops, and at the next start.
 func (l *Loop) trackGroup(pgid int, running bool) {
+	if running {
+		l.fault("gate-started") // started, not yet recorded: its shell is still waiting for the go
+	}
 	l.groupsMu.Lock()
 	defer l.groupsMu.Unlock()
 	if l.groups == nil {
