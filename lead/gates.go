@@ -74,9 +74,10 @@ func runCmd(dir, cmdline string, timeout time.Duration) CmdResult {
 // runCmdGroup is runCmd that reports the process group it started, so the
 // lead loop can kill it when it stops (the group outlives a dead parent).
 // The command starts only once started has recorded the group: until then
-// its shell waits on a pipe (fd 3), and a lead that dies first closes the
-// pipe, so the shell exits (97) without running it. No gate runs unrecorded.
-func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid int, running bool)) CmdResult {
+// its shell waits on a pipe (fd 3). A lead that dies first closes the pipe,
+// and started failing closes it too: the shell then exits (97) without
+// running the command. No gate runs unrecorded.
+func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid int, running bool) error) CmdResult {
 	res := CmdResult{Cmd: cmdline, Exit: -1}
 	script := cmdline
 	var goR, goW *os.File
@@ -111,10 +112,12 @@ func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid i
 		res.Err = err.Error()
 		return res
 	}
+	var notRecorded error
 	if started != nil {
-		started(cmd.Process.Pid, true)
-		defer started(cmd.Process.Pid, false)
-		goW.Write([]byte("go\n")) // a failed write leaves the shell at end of file: it exits 97
+		if notRecorded = started(cmd.Process.Pid, true); notRecorded == nil {
+			defer started(cmd.Process.Pid, false)
+			goW.Write([]byte("go\n")) // a failed write leaves the shell at end of file: it exits 97
+		}
 		goW.Close()
 	}
 	exited := make(chan error, 1)
@@ -141,6 +144,9 @@ func runCmdGroup(dir, cmdline string, timeout time.Duration, started func(pgid i
 		res.Exit = ee.ExitCode()
 	default:
 		res.Err = err.Error()
+	}
+	if notRecorded != nil {
+		res.Err = "not started: its process group could not be recorded: " + notRecorded.Error()
 	}
 	// Whatever the command left running in its group goes too.
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -317,10 +323,12 @@ func measure(root, cmdline string) (*float64, string) {
 	return &v, ""
 }
 
-// trackGroup records the process groups of running gates in the state, so
-// a lead loop that stops (or dies) leaves none running past its deadline:
-// they are killed when it stops, and at the next start.
-func (l *Loop) trackGroup(pgid int, running bool) {
+// trackGroup records the process groups of running gates and setup
+// commands, so a lead loop that stops (or dies) leaves none running past
+// its deadline: they are killed when it stops, and at the next start. An
+// error (the loop is stopping, the record cannot be written) means the
+// command must not start.
+func (l *Loop) trackGroup(pgid int, running bool) error {
 	if running {
 		l.fault("gate-started") // started, not yet recorded: its shell is still waiting for the go
 	}
@@ -329,18 +337,27 @@ func (l *Loop) trackGroup(pgid int, running bool) {
 	if l.groups == nil {
 		l.groups = map[int]bool{}
 	}
-	if running {
-		l.groups[pgid] = true
-	} else {
+	if !running {
 		delete(l.groups, pgid)
+		writeGroups(l.orchDir, l.groups) // a group left listed is only killed again, if its leader is still the same
+		return nil
 	}
-	writeGroups(l.orchDir, l.groups)
+	if l.stopping.Load() {
+		// The stop has killed the groups it knew; this one would outlive it.
+		return errors.New("the lead loop is stopping")
+	}
+	l.groups[pgid] = true
+	if err := writeGroups(l.orchDir, l.groups); err != nil {
+		delete(l.groups, pgid)
+		return err
+	}
+	return nil
 }
 
 // groupsFile lists the process groups of running gates, one per line.
 const groupsFile = "gates.pgids"
 
-func writeGroups(orchDir string, groups map[int]bool) {
+func writeGroups(orchDir string, groups map[int]bool) error {
 	var b strings.Builder
 	for g := range groups {
 		// With the leader's start time, so that a later kill can tell the
@@ -349,7 +366,7 @@ func writeGroups(orchDir string, groups map[int]bool) {
 	}
 	// Written whole or not at all: a crash mid-write must not lose the
 	// groups already recorded.
-	atomicfile.Write(filepath.Join(orchDir, groupsFile), []byte(b.String()), 0o600)
+	return atomicfile.Write(filepath.Join(orchDir, groupsFile), []byte(b.String()), 0o600)
 }
 
 // startTime is a process's start time (field 22 of /proc/<pid>/stat), or ""

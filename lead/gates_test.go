@@ -1,6 +1,8 @@
 package lead
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,5 +117,51 @@ func TestRunCmdDoesNotWaitForBackgroundChildren(t *testing.T) {
 	r := runCmd(t.TempDir(), "sleep 30 & echo started", 20*time.Second)
 	if r.Failed() || r.TimedOut || time.Since(start) > 10*time.Second {
 		t.Fatalf("result %+v after %s, want exit 0 within a few seconds", r, time.Since(start))
+	}
+}
+
+func TestRunCmdGroupStartsOnlyOnceRecorded(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	var calls []string
+	r := runCmdGroup(dir, "echo $$ > ran", 10*time.Second, func(pgid int, running bool) error {
+		if running {
+			// The shell is up, in its own group, and waits for the go.
+			if st := startTime(pgid); st == "" {
+				t.Errorf("process group leader %d not running when reported", pgid)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("the command ran before its process group was recorded")
+			}
+		}
+		calls = append(calls, fmt.Sprint(running))
+		return nil
+	})
+	if r.Failed() {
+		t.Fatalf("result %+v", r)
+	}
+	if got := strings.Join(calls, ","); got != "true,false" {
+		t.Errorf("started calls %s, want true,false", got)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the command did not run after the go: %v", err)
+	}
+
+	// Not recorded (the loop is stopping, the file cannot be written): the
+	// shell gets no go and ends without running the command.
+	os.Remove(marker)
+	calls = nil
+	r = runCmdGroup(dir, "echo $$ > ran", 10*time.Second, func(pgid int, running bool) error {
+		calls = append(calls, fmt.Sprint(running))
+		return errors.New("disk full")
+	})
+	if !r.Failed() || r.Exit != 97 || !strings.Contains(r.Err, "not started") || !strings.Contains(r.Err, "disk full") {
+		t.Errorf("result %+v, want exit 97 and an error saying it was not started, and why", r)
+	}
+	if got := strings.Join(calls, ","); got != "true" {
+		t.Errorf("started calls %s, want only true", got)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran although its process group was not recorded")
 	}
 }

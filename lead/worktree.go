@@ -158,7 +158,7 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 // ORCH_WORKER set: it knows which plan (and worker) it prepares for.
 // track, when set, records its process group like a gate's (killed when
 // the lead loop stops).
-func runSetup(conf *config.Config, dir, plan, worker string, track func(pgid int, running bool)) error {
+func runSetup(conf *config.Config, dir, plan, worker string, track func(pgid int, running bool) error) error {
 	if conf.Setup == "" {
 		return nil
 	}
