@@ -16,7 +16,7 @@ import (
 	"github.com/orch-dev/orch/notify"
 )
 
-func startBroker(t *testing.T) (*Broker, string) {
+func startBroker(t testing.TB) (*Broker, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), ".orch")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -82,7 +82,7 @@ func TestUnauthenticatedClientRefused(t *testing.T) {
 	}
 }
 
-func workerConn(t *testing.T, dir string) *nats.Conn {
+func workerConn(t testing.TB, dir string) *nats.Conn {
 	t.Helper()
 	cfg, err := notify.WorkerConfig(func(string) string { return "" }, filepath.Dir(dir))
 	if err != nil {
