@@ -126,7 +126,9 @@ func TestRunCmdGroupStartsOnlyOnceRecorded(t *testing.T) {
 	var calls []string
 	r := runCmdGroup(dir, "echo $$ > ran", 10*time.Second, func(pgid int, running bool) error {
 		if running {
-			// The shell is up, in its own group, and waits for the go.
+			// The shell is up, in its own group, and waits for the go. (That
+			// it cannot run the command before the go is shown by the
+			// second half here and by reliability/gates_unrecorded_tmux.)
 			if st := startTime(pgid); st == "" {
 				t.Errorf("process group leader %d not running when reported", pgid)
 			}
@@ -163,5 +165,44 @@ func TestRunCmdGroupStartsOnlyOnceRecorded(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran although its process group was not recorded")
+	}
+}
+
+func TestTrackGroupRefusesWhatItCannotRecord(t *testing.T) {
+	dir := t.TempDir()
+	l := &Loop{orchDir: dir}
+	pid := os.Getpid() // any live process: only its start time is read
+	if err := l.trackGroup(pid, true); err != nil {
+		t.Fatalf("recording: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, groupsFile))
+	if err != nil || !strings.HasPrefix(string(data), fmt.Sprint(pid)+" ") {
+		t.Fatalf("%s = %q, %v; want the group with its start time", groupsFile, data, err)
+	}
+	if err := l.trackGroup(pid, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// The file cannot be written (here .orch is a regular file, which
+	// stops root too): refused, nothing kept in memory.
+	notDir := filepath.Join(dir, "not-a-dir")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken := &Loop{orchDir: notDir}
+	if err := broken.trackGroup(pid, true); err == nil {
+		t.Error("recording where the file cannot be written: no error")
+	}
+	if len(broken.groups) != 0 {
+		t.Errorf("groups %v after a failed record, want none", broken.groups)
+	}
+
+	// The loop is stopping: refused, so nothing starts after the stop's kill.
+	l.stopping.Store(true)
+	if err := l.trackGroup(pid, true); err == nil || !strings.Contains(err.Error(), "stopping") {
+		t.Errorf("recording while stopping: err=%v, want a refusal", err)
+	}
+	if len(l.groups) != 0 {
+		t.Errorf("groups %v while stopping, want none", l.groups)
 	}
 }
