@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -290,6 +291,17 @@ func burst(ctx context.Context, o options, notifyBin, dir string) (burstResult, 
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &rc0)
 	sem := make(chan struct{}, o.conc)
+	if o.burstProfile != "" {
+		f, err := os.Create(o.burstProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile() // also on the early returns; the normal path stops it at the last harvest
+	}
 	t0 := time.Now()
 	go func() {
 		for _, n := range names {
@@ -372,6 +384,9 @@ func burst(ctx context.Context, o options, notifyBin, dir string) (burstResult, 
 		case <-ctx.Done():
 			return res, ctx.Err()
 		}
+	}
+	if o.burstProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	var ru1, rc1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)

@@ -143,7 +143,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		}
 		return
 	}
-	snapshot := l.st.clone()
+	before := l.st.snapshot()
 	err = l.withGitLock(func() error {
 		done, err := l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth)
 		if err != nil {
@@ -201,7 +201,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	if err != nil {
 		// One bad item must not hold up the others: each goes the one-event
 		// way, which commits what it can and retries the rest alone.
-		l.st = snapshot
+		l.st = before.restore(l.st)
 		l.log.Warn("batch harvest not committed; harvesting one by one", "events", len(items), "err", err)
 		for _, it := range items {
 			l.handleMsg(ctx, it.m)
@@ -229,7 +229,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	// and a redelivery, even past the broker's duplicate window, publishes
 	// no callback twice.
 	if err := l.save(); err != nil {
-		l.st = snapshot
+		l.st = before.restore(l.st)
 		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
 		for _, it := range items {
 			it.m.NakWithDelay(retryBackoff(it.m))

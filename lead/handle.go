@@ -110,7 +110,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
-	snapshot := l.st.clone()
+	before := l.st.snapshot()
 	var (
 		cb   *Callback
 		note string
@@ -150,7 +150,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
-		l.st = snapshot
+		l.st = before.restore(l.st)
 		return nil, err
 	}
 	if strings.HasPrefix(note, "ignored") {
@@ -159,7 +159,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	l.st.Handled[e.ID] = &Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
 	if err := l.save(); err != nil {
 		l.pending = nil
-		l.st = snapshot // not recorded: the redelivery must find it undone
+		l.st = before.restore(l.st) // not recorded: the redelivery must find it undone
 		return nil, err
 	}
 	return cb, nil

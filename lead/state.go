@@ -209,9 +209,12 @@ func (st *State) prune(now time.Time) {
 	}
 }
 
-// Save writes the state atomically (temporary file, fsync, rename).
+// Save writes the state atomically (temporary file, fsync, rename). It is
+// compact JSON: the record grows with every handled event and is written
+// several times per event, and indenting it was a tenth of the lead loop's
+// CPU in a burst (BENCHMARKS.md); orch status --json is the readable view.
 func (st *State) Save(orchDir string) error {
-	data, err := json.MarshalIndent(st, "", "  ")
+	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
@@ -221,14 +224,27 @@ func (st *State) Save(orchDir string) error {
 	return nil
 }
 
-// clone returns a deep copy, to restore if an effect fails half-way.
-func (st *State) clone() *State {
+// snapshot is the state as it was before an effect, to restore if the
+// effect fails half-way. It is kept as JSON and decoded only then: effects
+// rarely fail, and decoding it every time cost nearly as much as saving.
+type snapshot struct {
+	data []byte
+	err  error
+}
+
+func (st *State) snapshot() snapshot {
 	data, err := json.Marshal(st)
+	return snapshot{data, err}
+}
+
+// restore returns the state as it was when the snapshot was taken, or cur
+// when it could not be taken (as a copy made then would not have been).
+func (s snapshot) restore(cur *State) *State {
 	c := newState()
-	if err == nil && json.Unmarshal(data, c) == nil {
+	if s.err == nil && json.Unmarshal(s.data, c) == nil {
 		return c
 	}
-	return st
+	return cur
 }
 
 // Worker returns the worker with id, or nil.
