@@ -101,7 +101,8 @@ func main() {
 	flag.IntVar(&o.conc, "conc", 4*runtime.NumCPU(), "orch-notify processes running at a time in the burst")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "idle window for orch serve and the bare broker")
 	flag.IntVar(&o.plans, "plans", 1000, "plans run through orch serve's 8 workers before its memory is read again")
-	flag.StringVar(&o.burstProfile, "burst-cpuprofile", "", "write a CPU profile of the bench process (lead loop, broker, launcher) during the burst to this file (go tool pprof)")
+	flag.StringVar(&o.burstProfile, "burst-cpuprofile", "", "write a CPU profile of the bench process (lead loop, broker, launcher) during the burst to this file (go tool pprof); "+
+		"the burst's CPU figures then include the profiler's own small cost")
 	flag.BoolVar(&o.smoke, "smoke", false, "tiny run for CI (5 start-up rounds, 20-plan burst, 3 s idle, 20 plans, 20 reaction rounds); "+
 		"prints the section instead of writing it unless -out is given; exits 1 if anything is lost or doubled")
 	bare := flag.String("bare-server", "", "internal: run only the embedded broker on this directory until stdin closes (the idle baseline)")

@@ -55,7 +55,7 @@ func TestSaveIsReadBackAsSaved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.Plans, st.Plans) {
-		t.Errorf("read back %+v, want %+v", back.Plans["a"], st.Plans["a"])
+	if !reflect.DeepEqual(back, st) {
+		t.Errorf("read back %+v, want %+v", back, st)
 	}
 }
