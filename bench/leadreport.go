@@ -76,6 +76,9 @@ func leadReport(d leadData) string {
 		if o.plans != 1000 {
 			cmd += fmt.Sprintf(" -plans %d", o.plans)
 		}
+		if o.burstProfile != "" {
+			cmd += " -burst-cpuprofile <file>" // its sampling is in the burst's CPU figures
+		}
 	}
 	p("    %s -conc %d -out BENCHMARKS.md\n\n", cmd, o.conc)
 	p("(`-conc` defaults to 4 × nproc.) Code measured: %s. Measured %s on %s, %s CPUs (`nproc`), %s, %s, %s. "+
