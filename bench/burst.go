@@ -157,13 +157,7 @@ func (f *fleetLead) close() {
 }
 
 func (f *fleetLead) env(worker string) []string {
-	return append(cleanEnv(),
-		"ORCH_URL="+f.url,
-		"ORCH_CREDS="+filepath.Join(f.orchDir, notify.CredsDir, notify.WorkerCreds),
-		"ORCH_WORKER="+worker,
-		"ORCH_DIR="+f.orchDir,
-		"ORCH_PREFIX="+notify.DefaultPfx,
-	)
+	return workerEnv(f.url, f.orchDir, worker, notify.DefaultPfx)
 }
 
 // dispatchAll publishes one dispatch command per plan, as orch dispatch

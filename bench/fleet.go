@@ -179,14 +179,22 @@ func (s *scratchLead) close() {
 	killTmux(s.socket)
 }
 
-// notifyEnv is what the worker pane's process gets from orch serve.
+// notifyEnv is what the worker pane's process gets from orch serve (the
+// scratch lead's broker uses the default prefix).
 func (s *scratchLead) notifyEnv() []string {
+	return workerEnv(s.url, s.orchDir, benchWorker, notify.DefaultPfx)
+}
+
+// workerEnv is the environment orch serve gives a worker's processes, on
+// top of this process's own (cleaned of ORCH_ and Go runtime settings):
+// the broker at url, the worker credentials and runtime directory orchDir.
+func workerEnv(url, orchDir, worker, prefix string) []string {
 	return append(cleanEnv(),
-		"ORCH_URL="+s.url,
-		"ORCH_CREDS="+filepath.Join(s.orchDir, notify.CredsDir, notify.WorkerCreds),
-		"ORCH_WORKER="+benchWorker,
-		"ORCH_DIR="+s.orchDir,
-		"ORCH_PREFIX="+notify.DefaultPfx, // the scratch lead's broker uses the default prefix
+		"ORCH_URL="+url,
+		"ORCH_CREDS="+filepath.Join(orchDir, notify.CredsDir, notify.WorkerCreds),
+		"ORCH_WORKER="+worker,
+		"ORCH_DIR="+orchDir,
+		"ORCH_PREFIX="+prefix,
 	)
 }
 

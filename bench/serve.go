@@ -266,8 +266,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 				go func(plan, worker string) {
 					cmd := exec.Command(notifyBin, "done", plan, "ok")
 					cmd.Dir = repo
-					cmd.Env = append(cleanEnv(), "ORCH_URL="+ep.URL, "ORCH_CREDS="+filepath.Join(orchDir, notify.CredsDir, notify.WorkerCreds),
-						"ORCH_WORKER="+worker, "ORCH_DIR="+orchDir)
+					cmd.Env = workerEnv(ep.URL, orchDir, worker, ep.Prefix)
 					out, err := cmd.CombinedOutput()
 					if err != nil || strings.Contains(string(out), "spool") {
 						err = fmt.Errorf("orch-notify done %s: %v %s", plan, err, strings.TrimSpace(string(out)))

@@ -115,8 +115,7 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 		return res, err
 	}
 	defer bare.stop()
-	bareEnv := append(cleanEnv(), "ORCH_URL="+bare.url, "ORCH_CREDS="+filepath.Join(bareDir, notify.CredsDir, notify.WorkerCreds),
-		"ORCH_WORKER="+benchWorker, "ORCH_DIR="+bareDir, "ORCH_PREFIX="+notify.DefaultPfx)
+	bareEnv := workerEnv(bare.url, bareDir, benchWorker, notify.DefaultPfx)
 
 	env := cleanEnv()
 	cases := []*benchCase{

@@ -10,10 +10,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -115,12 +116,7 @@ func Parse(data []byte) (*Config, error) {
 	if c.Integrate != Merge && c.Integrate != Rebase {
 		return nil, fmt.Errorf("%w: integrate %q: want %s or %s", ErrInvalid, c.Integrate, Merge, Rebase)
 	}
-	names := make([]string, 0, len(c.Agents))
-	for n := range c.Agents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(c.Agents)) {
 		p := c.Agents[n]
 		if !profileName.MatchString(n) {
 			return nil, fmt.Errorf("%w: agent profile name %q: use lower-case letters, digits, - and _", ErrInvalid, n)

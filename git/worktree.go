@@ -187,17 +187,7 @@ func (r *Repo) Merge(ctx context.Context, rev, msg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.git(ctx, append(id, "merge", "-q", "--no-ff", "--no-verify", "-m", msg, rev)...); err != nil {
-		files, ferr := r.unmerged(ctx)
-		if ferr == nil && len(files) > 0 {
-			if _, aerr := r.git(ctx, "merge", "--abort"); aerr != nil {
-				return "", fmt.Errorf("merge %s: conflict in %s, and merge --abort failed: %w", rev, strings.Join(files, ", "), aerr)
-			}
-			return "", fmt.Errorf("merge %s: %w", rev, &ConflictError{Files: files})
-		}
-		return "", fmt.Errorf("merge %s: %w", rev, err)
-	}
-	return r.Head(ctx)
+	return r.combine(ctx, "merge "+rev, "merge", append(id, "merge", "-q", "--no-ff", "--no-verify", "-m", msg, rev))
 }
 
 // Rebase replays the commits of the checked-out (detached) HEAD onto onto.
@@ -207,15 +197,22 @@ func (r *Repo) Rebase(ctx context.Context, onto string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := r.git(ctx, append(id, "rebase", "-q", "--no-verify", onto)...); err != nil {
+	return r.combine(ctx, "rebase onto "+onto, "rebase", append(id, "rebase", "-q", "--no-verify", onto))
+}
+
+// combine runs a merge or rebase (cmd, args) and returns the new HEAD. A
+// conflict is aborted (git <cmd> --abort) and returned as a *ConflictError;
+// what names the operation in errors.
+func (r *Repo) combine(ctx context.Context, what, cmd string, args []string) (string, error) {
+	if _, err := r.git(ctx, args...); err != nil {
 		files, ferr := r.unmerged(ctx)
 		if ferr == nil && len(files) > 0 {
-			if _, aerr := r.git(ctx, "rebase", "--abort"); aerr != nil {
-				return "", fmt.Errorf("rebase onto %s: conflict in %s, and rebase --abort failed: %w", onto, strings.Join(files, ", "), aerr)
+			if _, aerr := r.git(ctx, cmd, "--abort"); aerr != nil {
+				return "", fmt.Errorf("%s: conflict in %s, and %s --abort failed: %w", what, strings.Join(files, ", "), cmd, aerr)
 			}
-			return "", fmt.Errorf("rebase onto %s: %w", onto, &ConflictError{Files: files})
+			return "", fmt.Errorf("%s: %w", what, &ConflictError{Files: files})
 		}
-		return "", fmt.Errorf("rebase onto %s: %w", onto, err)
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	return r.Head(ctx)
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -256,12 +257,7 @@ func Reports(root, name string) ([]Report, error) {
 		return nil, err
 	}
 	out := []Report{}
-	names := make([]string, 0, len(st.Plans))
-	for n := range st.Plans {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(st.Plans)) {
 		p := st.Plans[n]
 		if p.Verification != nil && (name == "" || name == n) {
 			out = append(out, Report{Plan: n, Verification: p.Verification})

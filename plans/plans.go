@@ -12,6 +12,7 @@ package plans
 
 import (
 	"github.com/orch-dev/orch/event"
+	"maps"
 	"math"
 
 	"bytes"
@@ -24,7 +25,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -410,11 +410,7 @@ func LoadAll(root string) (map[string]*Plan, error) {
 // cycle spelled out). Plans are visited in name order, so the error is the
 // same on every run.
 func CheckGraph(all map[string]*Plan) error {
-	names := make([]string, 0, len(all))
-	for n := range all {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(all))
 	deps := func(n string) []string {
 		if p := all[n]; p != nil {
 			return p.DependsOn
