@@ -37,6 +37,7 @@ const (
 	NeedsInput Kind = "needs-input" // the agent waits for a person: a permission or input prompt; Status: its message
 	Idle       Kind = "idle"        // the agent's turn ended; the lead decides whether the plan was left unfinished
 	Failed     Kind = "failed"      // the agent stopped on an error (API error, crash); Status: the reason
+	Ready      Kind = "ready"       // the agent is up and at its prompt, ready for a line (Claude Code's SessionStart); no plan
 	// Lead records.
 	Prepared   Kind = "prepared"   // lead record: the setup command for Plan's attempt Attempt on Worker ended; Status: "ok" or "failed: <why>"
 	Exited     Kind = "exited"     // lead record: a headless worker's process for Plan (attempt Attempt) ended; Status: how
@@ -140,7 +141,7 @@ func (e Event) Check() error {
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Integrated, Exited, Prepared:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Integrated, Exited, Prepared:
 		return true
 	}
 	return false
@@ -151,7 +152,7 @@ func knownKind(k Kind) bool {
 // plan). A pane's death and an agent's hooks know the worker, not always
 // the plan.
 func PlanOptional(k Kind) bool {
-	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Exited
+	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Ready || k == Exited
 }
 
 func validID(id string) bool {
@@ -250,4 +251,28 @@ func Clean(s string) string {
 		cut--
 	}
 	return out[:cut] + TruncMarker
+}
+
+// StillIdle is the status of an idle event that only repeats that the
+// agent still waits (Claude Code's idle_prompt notification, a minute after
+// a turn ended): it never replaces the reason a plan already waits for.
+const StillIdle = "still waiting for input"
+
+// DispatchedPlan returns the plan a dispatch line in text names ("Read
+// plans/<name>/PLAN.md and execute it exactly."), or "" when text holds
+// none: an agent's turn whose input lacks the line is not a plan's turn
+// (a title request, a side thread, a person's question).
+func DispatchedPlan(text string) string {
+	const pre, post = "Read plans/", "/PLAN.md and execute it exactly."
+	for {
+		i := strings.Index(text, pre)
+		if i < 0 {
+			return ""
+		}
+		text = text[i+len(pre):]
+		name, _, ok := strings.Cut(text, post)
+		if ok && CheckPlanName(name) == nil {
+			return name
+		}
+	}
 }

@@ -2,19 +2,28 @@ package lead
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/orch-dev/orch/plans"
 )
 
 // DispatchLine is the one line typed into a worker: it names the plan file
-// and ends with the exact callback the worker must run. The name has been
-// validated, so the line holds no character a shell or tmux would act on
-// beyond what is written here.
-func DispatchLine(name string) (string, error) {
+// and ends with the exact callback the worker must run, through notify:
+// the absolute path of orch-notify when orch knows it (agents such as
+// Codex run commands in a login shell, whose profile resets the PATH orch
+// set), else "orch-notify". The name has been validated, so the line holds
+// no character a shell or tmux would act on beyond what is written here.
+func DispatchLine(name, notify string) (string, error) {
 	if err := plans.ValidateName(name); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Read %s and execute it exactly. First run orch-notify started %s. Write %s. "+
-		"Last step: run orch-notify done %s \"<one-line status>\" (or orch-notify blocked %s \"<reason>\").",
-		plans.RelPlanPath(name), name, plans.RelResultPath(name), name, name), nil
+	if notify == "" {
+		notify = "orch-notify"
+	}
+	if strings.ContainsAny(notify, " \t\n\r'\"$`\\;&|<>(){}*?[]#~") {
+		notify = ShellQuote(notify)
+	}
+	return fmt.Sprintf("Read %s and execute it exactly. First run %s started %s. Write %s. "+
+		"Last step: run %s done %s \"<one-line status>\" (or %s blocked %s \"<reason>\").",
+		plans.RelPlanPath(name), notify, name, plans.RelResultPath(name), notify, name, notify, name), nil
 }

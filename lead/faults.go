@@ -225,7 +225,7 @@ func lastLines(s string, n int) string {
 // that the pane is still w's: a pane that cannot be proven to be the right
 // worker is never typed into.
 func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
-	line, err := DispatchLine(plan)
+	line, err := DispatchLine(plan, l.notifyBin())
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,24 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 	if err := l.checkPane(ctx, w); err != nil {
 		return err
 	}
-	return l.tmux.SendLine(ctx, w.Pane, line)
+	if !l.waitsForPrompt() || !l.screenWatch.Load() {
+		return l.tmux.SendLine(ctx, w.Pane, line)
+	}
+	// An agent's input box may take the Enter of a fast send-keys as part
+	// of the text, or drop it: type the text, and press Enter once the
+	// line shows on the screen (screenChanged), or after echoTimeout.
+	if p := l.st.Plans[plan]; p != nil {
+		p.Typed = true
+		if err := l.save(); err != nil {
+			return err
+		}
+	}
+	if err := l.tmux.SendText(ctx, w.Pane, line); err != nil {
+		return err
+	}
+	c := startCheck{worker: w.ID, echo: plan}
+	time.AfterFunc(echoTimeout, func() { send(l, l.starts, c) })
+	return nil
 }
 
 // checkPane proves that w's pane is w's: a live pane whose @orch_worker

@@ -98,7 +98,11 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			continue
 		}
 		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
-		l.log.Info("worker up", "worker", id, "pane", pane)
+		w.Starting, w.Asked = false, ""
+		if l.waitsForPrompt() {
+			l.starting(w, now)
+		}
+		l.log.Info("worker up", "worker", id, "pane", pane, "starting", w.Starting)
 	}
 	if err := l.setDeathHook(ctx, name); err != nil {
 		l.log.Warn("fleet", "err", err)

@@ -147,6 +147,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 		cb, note = l.idle(e)
 	case event.Failed:
 		cb, note = l.agentFailed(e)
+	case event.Ready:
+		note = l.ready(e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it

@@ -74,6 +74,11 @@ func (l *Loop) idle(e event.Event) (*Callback, string) {
 	if note != "" {
 		return nil, note
 	}
+	if e.Status == event.StillIdle && p.State == PlanNeedsInput {
+		// A reminder that the agent still waits: the plan already waits,
+		// for the reason given when it began to.
+		return nil, "ignored: plan " + p.Name + " already waits: " + p.Reason
+	}
 	if p.State == PlanDispatched {
 		// The dispatch line may have been typed while the agent was still
 		// ending its previous turn; that turn's end says nothing about this

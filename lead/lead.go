@@ -83,6 +83,10 @@ type Config struct {
 	// Profile, when set, is what Agent resolved to (package agent): each
 	// pane runs its interactive command with its hooks installed.
 	Profile *agent.Profile
+	// StartTimeout is how long a worker's agent has to reach its prompt
+	// before the lead is told what its screen shows; 0 means
+	// DefaultStartTimeout, negative disables the check.
+	StartTimeout time.Duration
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -104,6 +108,11 @@ type Loop struct {
 	timers  chan ackCheck
 	deaths  chan death
 	exits   chan exitNote // headless processes that ended
+	starts  chan startCheck
+	screens chan string // panes whose screen changed (watchScreens)
+	// screenWatch is set while the control-mode client that reports the
+	// panes' output runs.
+	screenWatch atomic.Bool
 	// stopR is readable once the loop stops: it wakes the pane watchers.
 	stopR int
 	// stopped is closed when Run returns, so that goroutines (timers, pane
@@ -169,11 +178,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
 	if cfg.GateTimeout <= 0 {
 		cfg.GateTimeout = DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), exits: make(chan exitNote, 64), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
+		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), exits: make(chan exitNote, 64), starts: make(chan startCheck, 64), screens: make(chan string, 256), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
@@ -236,6 +248,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := l.fleetUp(ctx); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		l.watchScreens(ctx, l.st.Session)
 	} else if l.st.Session != "" {
 		// A fleet from an earlier run may still be there; keep talking to it.
 		l.tmux = tmux.New(cfg.TmuxSocket)
@@ -312,6 +325,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	l.flushOutbox()
+	for _, w := range l.st.Workers {
+		if w.Starting && w.Pane != "" && l.tmux != nil {
+			// A screen that stays as it is (a dialog) writes nothing more:
+			// read it once now.
+			l.armStart(w)
+			l.screenChanged(ctx, w.Pane)
+		}
+	}
 	l.schedule(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
@@ -338,6 +359,11 @@ func Run(ctx context.Context, cfg Config) error {
 		case c := <-l.timers:
 			l.ackExpired(ctx, c)
 			l.schedule(ctx)
+		case c := <-l.starts:
+			l.startExpired(ctx, c)
+			l.schedule(ctx)
+		case pane := <-l.screens:
+			l.screenChanged(ctx, pane)
 		case ev, ok := <-watcher.Events:
 			if !ok {
 				return nil

@@ -144,7 +144,7 @@ const (
 
 // dispatchTo hands p to w and says how the scheduler goes on.
 func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
-	if _, err := DispatchLine(p.Name); err != nil { // names are validated on the way in; this is a second guard
+	if _, err := DispatchLine(p.Name, l.notifyBin()); err != nil { // names are validated on the way in; this is a second guard
 		p.State, p.Reason = PlanFailed, err.Error()
 		l.save()
 		return stop

@@ -56,6 +56,12 @@ type Worker struct {
 	PID      int       `json:"pid,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
 	Since    time.Time `json:"since"`
+	// Starting is set from the moment the worker's agent starts in its pane
+	// until it is at its prompt (its SessionStart hook, or its prompt seen
+	// on screen): the worker is busy and nothing is typed into it. Asked
+	// is the dialog it showed meanwhile, as last reported to the lead.
+	Starting bool   `json:"starting,omitempty"`
+	Asked    string `json:"asked,omitempty"`
 }
 
 // Plan is one plan's run state.
@@ -101,6 +107,9 @@ type Plan struct {
 	AtHarvestErr string   `json:"at_harvest_error,omitempty"`
 	// Resent is set once the dispatch line of this attempt was re-sent.
 	Resent bool `json:"resent,omitempty"`
+	// Typed is set while the dispatch line is typed into the pane but not
+	// yet submitted: Enter goes once the line shows on the screen.
+	Typed bool `json:"typed,omitempty"`
 	// Merged is the base branch's head once orch integrate brought the
 	// plan in.
 	Merged string `json:"merged,omitempty"`

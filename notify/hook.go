@@ -115,24 +115,48 @@ func readBounded(r io.Reader) ([]byte, error) {
 	return data, nil
 }
 
-// claudeInput is the part of Claude Code's hook JSON orch reads.
+// claudeInput is the part of Claude Code's hook JSON orch reads. The
+// field names are the ones Claude Code 2.1 sends (captured from the real
+// binary, see the README's Claude Code section).
 type claudeInput struct {
-	HookEventName    string          `json:"hook_event_name"`
-	SessionID        string          `json:"session_id"`
-	Cwd              string          `json:"cwd"`
-	Message          string          `json:"message"`           // Notification
-	Title            string          `json:"title"`             // Notification
-	NotificationType string          `json:"notification_type"` // Notification
-	ErrorType        string          `json:"error_type"`        // StopFailure
-	ErrorMessage     string          `json:"error_message"`     // StopFailure
-	Error            json.RawMessage `json:"error"`             // StopFailure: a string or an object
+	HookEventName    string `json:"hook_event_name"`
+	SessionID        string `json:"session_id"`
+	Cwd              string `json:"cwd"`
+	Source           string `json:"source"`            // SessionStart: startup, resume, clear, compact
+	Prompt           string `json:"prompt"`            // UserPromptSubmit
+	Message          string `json:"message"`           // Notification
+	Title            string `json:"title"`             // Notification
+	NotificationType string `json:"notification_type"` // Notification: permission_prompt, idle_prompt, ...
+	ToolName         string `json:"tool_name"`         // PermissionRequest
+	ToolInput        struct {
+		Command  string `json:"command"`   // Bash
+		FilePath string `json:"file_path"` // Write, Edit, Read
+		URL      string `json:"url"`       // WebFetch
+		Pattern  string `json:"pattern"`   // Grep, Glob
+	} `json:"tool_input"`
+	// StopFailure: error is the error's kind ("rate_limit",
+	// "authentication_failed", "unknown", ...), last_assistant_message the
+	// text the agent showed ("API Error: 400 ..."). error_type and
+	// error_message are read too, for older versions.
+	Error                json.RawMessage `json:"error"`
+	LastAssistantMessage string          `json:"last_assistant_message"`
+	ErrorType            string          `json:"error_type"`
+	ErrorMessage         string          `json:"error_message"`
 }
 
 // ClaudeHookEvent maps one Claude Code hook input to the event to send:
-// Notification → needs-input with the message, Stop → idle, StopFailure →
-// failed with the reason, UserPromptSubmit → started (only when the plan
-// is known from the checkout's branch). send is false for events orch
-// does not use.
+//   - SessionStart → ready (the agent is at its prompt);
+//   - UserPromptSubmit → started, for the plan its prompt's dispatch line
+//     names (the line was submitted), or else the plan of the checkout's
+//     branch (a person typed into it: it works again); nothing without one;
+//   - PermissionRequest → needs-input naming the tool and its command;
+//   - Notification → needs-input with its message, except permission_prompt
+//     (the PermissionRequest for the same prompt names the command) and
+//     idle_prompt (a reminder that it still waits: idle with StillIdle);
+//   - Stop → idle (the turn ended);
+//   - StopFailure → failed with the error's kind and the agent's message.
+//
+// send is false for events orch does not use.
 func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err error) {
 	var in claudeInput
 	if err := json.Unmarshal(bytes.TrimSpace(data), &in); err != nil {
@@ -141,18 +165,27 @@ func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err 
 	plan := PlanFromCheckout(in.Cwd)
 	host, _ := os.Hostname()
 	switch in.HookEventName {
+	case "SessionStart":
+		return event.New(event.Ready, "", "claude "+firstNonEmpty(in.Source, "startup"), worker, host), true, nil
+	case "PermissionRequest":
+		return event.New(event.NeedsInput, plan, permissionReason(in), worker, host), true, nil
 	case "Notification":
+		switch in.NotificationType {
+		case "permission_prompt":
+			return e, false, nil
+		case "idle_prompt":
+			return event.New(event.Idle, plan, event.StillIdle, worker, host), true, nil
+		}
 		msg := firstNonEmpty(in.Message, in.Title, "Claude Code is waiting for input")
 		return event.New(event.NeedsInput, plan, msg, worker, host), true, nil
 	case "Stop":
 		return event.New(event.Idle, plan, "", worker, host), true, nil
 	case "StopFailure":
-		reason := firstNonEmpty(in.ErrorMessage, rawText(in.Error), "the turn ended on an API error")
-		if in.ErrorType != "" && !strings.HasPrefix(reason, in.ErrorType) {
-			reason = in.ErrorType + ": " + reason
-		}
-		return event.New(event.Failed, plan, reason, worker, host), true, nil
+		return event.New(event.Failed, plan, failureReason(in), worker, host), true, nil
 	case "UserPromptSubmit":
+		if p := event.DispatchedPlan(in.Prompt); p != "" {
+			return event.New(event.Started, p, "", worker, host), true, nil
+		}
 		// The person (or the lead) typed into the agent: it works again.
 		// started names its plan; without one there is nothing to send.
 		if plan == "" {
@@ -163,6 +196,33 @@ func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err 
 		return e, false, fmt.Errorf("%w: no hook_event_name", errHookInput)
 	}
 	return e, false, nil
+}
+
+// permissionReason says what a PermissionRequest asks: the tool and what
+// it would run or touch.
+func permissionReason(in claudeInput) string {
+	tool := firstNonEmpty(in.ToolName, "a tool")
+	what := firstNonEmpty(in.ToolInput.Command, in.ToolInput.FilePath, in.ToolInput.URL, in.ToolInput.Pattern)
+	if what == "" {
+		return "Claude Code asks permission to use " + tool
+	}
+	return "Claude Code asks permission to use " + tool + ": " + what
+}
+
+// failureReason is a StopFailure's reason: the agent's own message,
+// prefixed by the error's kind unless that is "unknown" or already said.
+func failureReason(in claudeInput) string {
+	kind := firstNonEmpty(in.ErrorType, rawText(in.Error))
+	msg := firstNonEmpty(in.LastAssistantMessage, in.ErrorMessage)
+	switch {
+	case msg == "" && kind == "":
+		return "the turn ended on an API error"
+	case msg == "":
+		return kind
+	case kind == "" || kind == "unknown" || strings.HasPrefix(msg, kind):
+		return msg
+	}
+	return kind + ": " + msg
 }
 
 // CodexHookEvent maps Codex's notify JSON to the event to send:

@@ -53,10 +53,24 @@ func TestClaudeHookEvent(t *testing.T) {
 		plan   string
 		status string
 	}{
-		{"notification", `{"session_id":"s","cwd":"` + root + `","hook_event_name":"Notification","message":"Claude needs your permission to use Bash","notification_type":"permission_prompt"}`,
-			true, event.NeedsInput, "", "Claude needs your permission to use Bash"},
-		{"notification in a plan worktree", `{"cwd":"` + wt + `","hook_event_name":"Notification","message":"Claude is waiting for your input","notification_type":"idle_prompt"}`,
-			true, event.NeedsInput, "p1", "Claude is waiting for your input"},
+		// The permission prompt's own notification names no command; the
+		// PermissionRequest for the same prompt does, and is the one sent.
+		{"permission notification", `{"session_id":"s","cwd":"` + root + `","hook_event_name":"Notification","message":"Claude needs your permission to use Bash","notification_type":"permission_prompt"}`,
+			false, "", "", ""},
+		{"permission request", `{"session_id":"s","cwd":"` + wt + `","hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"curl -fsS http://127.0.0.1:9/x","description":"probe"},"permission_suggestions":[]}`,
+			true, event.NeedsInput, "p1", "Claude Code asks permission to use Bash: curl -fsS http://127.0.0.1:9/x"},
+		{"permission request for a file", `{"hook_event_name":"PermissionRequest","tool_name":"Write","tool_input":{"file_path":"/etc/passwd","content":"x"}}`,
+			true, event.NeedsInput, "", "Claude Code asks permission to use Write: /etc/passwd"},
+		{"permission request for an unknown tool", `{"hook_event_name":"PermissionRequest","tool_name":"mcp__x__y","tool_input":{"q":1}}`,
+			true, event.NeedsInput, "", "Claude Code asks permission to use mcp__x__y"},
+		// idle_prompt comes about a minute after a turn ended: a reminder,
+		// never a new reason.
+		{"idle reminder in a plan worktree", `{"cwd":"` + wt + `","hook_event_name":"Notification","message":"Claude is waiting for your input","notification_type":"idle_prompt"}`,
+			true, event.Idle, "p1", event.StillIdle},
+		{"session start", `{"session_id":"s","cwd":"` + wt + `","hook_event_name":"SessionStart","source":"startup"}`,
+			true, event.Ready, "", "claude startup"},
+		{"dispatch line submitted", `{"cwd":"` + root + `","hook_event_name":"UserPromptSubmit","prompt":"Read plans/q-2/PLAN.md and execute it exactly. First run /x/orch-notify started q-2."}`,
+			true, event.Started, "q-2", ""},
 		{"notification without message", `{"hook_event_name":"Notification","title":"Permission needed"}`,
 			true, event.NeedsInput, "", "Permission needed"},
 		{"notification message with escapes", `{"hook_event_name":"Notification","message":"run \u001b[31mrm\u001b[0m?\nyes"}`,
@@ -65,8 +79,14 @@ func TestClaudeHookEvent(t *testing.T) {
 			true, event.Idle, "", ""},
 		{"stop in a plan worktree", `{"cwd":"` + wt + `","hook_event_name":"Stop"}`,
 			true, event.Idle, "p1", ""},
-		{"stop failure", `{"cwd":"` + root + `","hook_event_name":"StopFailure","error_type":"rate_limit","error":"429","error_message":"Rate limit exceeded"}`,
+		{"stop failure (older field names)", `{"cwd":"` + root + `","hook_event_name":"StopFailure","error_type":"rate_limit","error":"429","error_message":"Rate limit exceeded"}`,
 			true, event.Failed, "", "rate_limit: Rate limit exceeded"},
+		// As Claude Code 2.1 sends it: the kind in error, the text shown in
+		// last_assistant_message; "unknown" says nothing and is left out.
+		{"stop failure", `{"cwd":"` + wt + `","hook_event_name":"StopFailure","error":"unknown","last_assistant_message":"API Error: 400 bad request"}`,
+			true, event.Failed, "p1", "API Error: 400 bad request"},
+		{"stop failure with a kind", `{"hook_event_name":"StopFailure","error":"rate_limit","last_assistant_message":"API Error: 429 slow down"}`,
+			true, event.Failed, "", "rate_limit: API Error: 429 slow down"},
 		{"stop failure with an error object", `{"hook_event_name":"StopFailure","error":{"code":500,"msg":"overloaded"}}`,
 			true, event.Failed, "", `{"code":500,"msg":"overloaded"}`},
 		{"stop failure without details", `{"hook_event_name":"StopFailure"}`,

@@ -296,6 +296,20 @@ func (c *Client) SendLine(ctx context.Context, pane, text string) error {
 	return nil
 }
 
+// SendText types text into pane literally, without pressing Enter.
+func (c *Client) SendText(ctx context.Context, pane, text string) error {
+	if !ValidPaneID(pane) {
+		return fmt.Errorf("send text: %w: %q", ErrBadPane, pane)
+	}
+	if err := checkText(text); err != nil {
+		return fmt.Errorf("send text to %s: %w", pane, err)
+	}
+	if _, err := c.run(ctx, "send-keys", "-t", pane, "-l", "--", text); err != nil {
+		return fmt.Errorf("send text to %s: %w", pane, err)
+	}
+	return nil
+}
+
 // SendEnter presses Enter in pane.
 func (c *Client) SendEnter(ctx context.Context, pane string) error {
 	if !ValidPaneID(pane) {
@@ -516,4 +530,57 @@ func quote(text string) string {
 		cut--
 	}
 	return fmt.Sprintf("%q...", text[:cut])
+}
+
+// ErrNoStream marks a Client whose runner cannot run a long-lived program.
+var ErrNoStream = errors.New("tmux runner cannot stream")
+
+// WatchOutput attaches a control-mode client to session (tmux -C, with
+// ignore-size so it never changes the panes' size, and read-only) and calls
+// fn with the pane id of every %output notification: the moment a pane's
+// program writes to its terminal. It does not read the output itself (the
+// screen is read with Capture); it only says which pane changed. It
+// returns when the session ends, the server goes away or ctx is done.
+func (c *Client) WatchOutput(ctx context.Context, session string, fn func(pane string)) error {
+	if err := checkSession(session); err != nil {
+		return fmt.Errorf("watch output: %w", err)
+	}
+	s, ok := c.Runner.(runner.Streamer)
+	if !ok {
+		return fmt.Errorf("watch output of %s: %w", session, ErrNoStream)
+	}
+	args := []string{"-u"}
+	if c.Socket != "" {
+		args = append(args, "-L", c.Socket)
+	}
+	args = append(args, "-C", "attach-session", "-f", "ignore-size,read-only", "-t", "="+session)
+	err := s.Stream(ctx, runner.Cmd{Name: "tmux", Args: args}, func(line []byte) {
+		if pane, ok := outputPane(line); ok {
+			fn(pane)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("watch output of %s: %w", session, err)
+	}
+	return nil
+}
+
+// outputPane returns the pane of a control-mode %output (or
+// %extended-output) line.
+func outputPane(line []byte) (string, bool) {
+	s := string(line)
+	var rest string
+	switch {
+	case strings.HasPrefix(s, "%output "):
+		rest = s[len("%output "):]
+	case strings.HasPrefix(s, "%extended-output "):
+		rest = s[len("%extended-output "):]
+	default:
+		return "", false
+	}
+	pane, _, _ := strings.Cut(rest, " ")
+	if !ValidPaneID(pane) {
+		return "", false
+	}
+	return pane, true
 }

@@ -4,6 +4,7 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -76,4 +77,62 @@ func (OS) Run(ctx context.Context, c Cmd) ([]byte, error) {
 		return stdout.Bytes(), &Error{Cmd: c, ExitCode: code, Stderr: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
+}
+
+// Streamer runs one long-lived program and hands each line of its stdout
+// to fn as it arrives, until the program ends or ctx is done. Its stdin is
+// an open pipe that is never written (some programs, such as a tmux
+// control-mode client, end when their input closes). Runners that can
+// stream implement it beside Runner.
+type Streamer interface {
+	Stream(ctx context.Context, cmd Cmd, fn func(line []byte)) error
+}
+
+// MaxStreamLine bounds one line handed to a Stream callback; the rest of a
+// longer line is dropped (the callback sees its first MaxStreamLine bytes).
+const MaxStreamLine = 1 << 20
+
+// Stream implements Streamer.
+func (OS) Stream(ctx context.Context, c Cmd, fn func(line []byte)) error {
+	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+	cmd.Dir = c.Dir
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), c.Env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return &Error{Cmd: c, ExitCode: -1, Err: err}
+	}
+	defer stdin.Close()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return &Error{Cmd: c, ExitCode: -1, Err: err}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return &Error{Cmd: c, ExitCode: -1, Err: err}
+	}
+	r := bufio.NewReaderSize(out, 64<<10)
+	var line []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if len(line) < MaxStreamLine {
+			line = append(line, chunk[:min(len(chunk), MaxStreamLine-len(line))]...)
+		}
+		if err != nil {
+			break
+		}
+		if !isPrefix {
+			fn(line)
+			line = line[:0]
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return &Error{Cmd: c, ExitCode: code, Stderr: stderr.String(), Err: err}
+	}
+	return nil
 }

@@ -71,3 +71,16 @@ func (f *Runner) CheckForMissingCalls() {
 		f.t.Errorf("expected call never made: %s %s", c.name, strings.Join(c.args, " "))
 	}
 }
+
+// Stream implements runner.Streamer: the expected call's out is handed to
+// fn line by line, then err is returned.
+func (f *Runner) Stream(ctx context.Context, c runner.Cmd, fn func(line []byte)) error {
+	out, err := f.Run(ctx, c)
+	if len(out) == 0 {
+		return err
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		fn([]byte(l))
+	}
+	return err
+}

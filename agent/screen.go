@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"strings"
+)
+
+// What a worker's screen shows, as far as orch can tell from its text.
+type ScreenKind int
+
+const (
+	// ScreenOther: nothing orch recognises (the agent is working, or a
+	// screen orch does not know).
+	ScreenOther ScreenKind = iota
+	// ScreenPrompt: the agent waits at its prompt for a line.
+	ScreenPrompt
+	// ScreenDialog: the agent shows a dialog (first-run, trust, a
+	// permission or approval prompt) that a person must answer; orch never
+	// answers it by typing.
+	ScreenDialog
+)
+
+// dialog is one known dialog: the text that identifies it on screen and
+// what orch says about it.
+type dialog struct {
+	marker string // case-sensitive text on the screen
+	what   string
+}
+
+// screens are the known screens of the built-in profiles. The markers were
+// read off the real programs (the versions the README names).
+var screens = map[string]struct {
+	prompt  []string // any of these on the screen (and no dialog) is the prompt
+	dialogs []dialog
+}{
+	"claude": {
+		prompt: []string{"? for shortcuts", "│ >", "│ ❯", "\n> ", "\n❯ "},
+		dialogs: []dialog{
+			{"Do you trust the files in this folder?", "Claude Code asks whether to trust this folder"},
+			{"Is this a project you created or one you trust", "Claude Code asks whether to trust this folder"},
+			{"Detected a custom API key", "Claude Code asks whether to use the API key in its environment"},
+			{"Bypass Permissions mode", "Claude Code asks to confirm bypass-permissions mode"},
+			{"fullscreen renderer", "Claude Code offers its fullscreen renderer"},
+			{"Choose the text style", "Claude Code's first-run onboarding (theme)"},
+			{"Select login method", "Claude Code asks how to log in"},
+			{"Do you want to proceed?", "Claude Code asks permission"},
+			{"Do you want to make this edit", "Claude Code asks permission to edit a file"},
+			{"Do you want to create", "Claude Code asks permission to create a file"},
+		},
+	},
+	"codex": {
+		prompt: []string{"› ", "⏎ send", "for shortcuts"},
+		dialogs: []dialog{
+			{"Do you trust the contents of this directory?", "Codex asks whether to trust this folder"},
+			{"Trust this folder", "Codex asks whether to trust this folder"},
+			{"Sign in with ChatGPT", "Codex asks how to sign in"},
+			{"Would you like to run the following command?", "Codex asks approval to run a command"},
+			{"Would you like to make the following edits?", "Codex asks approval to edit files"},
+			{"Allow command", "Codex asks approval to run a command"},
+		},
+	},
+}
+
+// ReadScreen says what screen (the text of a worker's pane) shows for this
+// profile, and for a dialog, what it asks: the dialog's description and
+// the screen's lines around it. Profiles without known screens (plain
+// commands, aider, orch.yaml's own) give ScreenOther.
+func (p Profile) ReadScreen(screen string) (ScreenKind, string) {
+	sc, ok := screens[p.screensName()]
+	if !ok {
+		return ScreenOther, ""
+	}
+	for _, d := range sc.dialogs {
+		if i := strings.Index(screen, d.marker); i >= 0 {
+			return ScreenDialog, d.what + ": " + around(screen, i, 6)
+		}
+	}
+	for _, m := range sc.prompt {
+		if strings.Contains(screen, m) {
+			return ScreenPrompt, ""
+		}
+	}
+	return ScreenOther, ""
+}
+
+// screensName is the built-in whose screens this profile shows: its own
+// name for a built-in, else the built-in whose hooks it uses.
+func (p Profile) screensName() string {
+	if p.Builtin {
+		return p.Name
+	}
+	switch p.Hooks {
+	case HooksClaude:
+		return "claude"
+	case HooksCodex:
+		return "codex"
+	}
+	return ""
+}
+
+// WaitsForPrompt says whether orch waits for this profile's agent to reach
+// its prompt before typing: profiles whose prompt orch knows from a hook
+// (Claude Code's SessionStart) or from the screen.
+func (p Profile) WaitsForPrompt() bool { return p.screensName() != "" }
+
+// around returns up to n non-blank lines of screen starting at the line
+// holding byte offset i, trimmed of box-drawing borders and joined with
+// " | ".
+func around(screen string, i, n int) string {
+	start := strings.LastIndexByte(screen[:i], '\n') + 1
+	var out []string
+	for _, l := range strings.Split(screen[start:], "\n") {
+		l = strings.Trim(l, " \t│╭╮╰╯─┃━┏┓┗┛")
+		if l == "" {
+			continue
+		}
+		out = append(out, l)
+		if len(out) == n {
+			break
+		}
+	}
+	return strings.Join(out, " | ")
+}

@@ -1,0 +1,252 @@
+package lead
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/plans"
+)
+
+// A worker is ready before anything is typed. An agent whose prompt orch
+// knows (agent.Profile.WaitsForPrompt) starts as a busy, Starting worker;
+// it becomes idle when its SessionStart hook says so (a ready event) or
+// its prompt shows on screen. A dialog on screen meanwhile (a first-run
+// question, a trust prompt) is reported to the lead as needs-input with
+// the dialog's text and never answered by orch. The screen is read only
+// when tmux says the pane's program wrote to it (a control-mode client,
+// tmux -C, see watchScreens): an event, not a poll.
+
+// DefaultStartTimeout is how long an agent has to reach its prompt before
+// the lead is told what its screen shows.
+const DefaultStartTimeout = 45 * time.Second
+
+// screenQuiet is how long a pane's output must pause before its screen is
+// read (a burst of output is one read); screenMaxDelay bounds the wait
+// while output goes on (a spinner never pauses).
+const (
+	screenQuiet    = 150 * time.Millisecond
+	screenMaxDelay = 2 * time.Second
+)
+
+// echoTimeout is how long a typed dispatch line may take to show on the
+// screen before Enter is pressed anyway.
+const echoTimeout = 3 * time.Second
+
+// startCheck is the one timer armed when a worker's agent starts.
+type startCheck struct {
+	worker string
+	since  time.Time
+	echo   string // set for an echo check: the plan whose line was typed
+}
+
+// waitsForPrompt says whether new panes start as Starting workers.
+func (l *Loop) waitsForPrompt() bool {
+	return l.cfg.Profile != nil && l.cfg.Profile.WaitsForPrompt()
+}
+
+// starting marks w as starting in a new pane and arms its start timer.
+func (l *Loop) starting(w *Worker, now time.Time) {
+	w.State, w.Starting, w.Asked, w.Since = WorkerBusy, true, "", now
+	w.Reason = "starting: waiting for the agent's prompt"
+	l.armStart(w)
+}
+
+func (l *Loop) armStart(w *Worker) {
+	if l.cfg.StartTimeout < 0 {
+		return
+	}
+	c := startCheck{worker: w.ID, since: w.Since}
+	time.AfterFunc(l.cfg.StartTimeout, func() { send(l, l.starts, c) })
+}
+
+// ready handles a ready event: the agent in w's pane is at its prompt.
+func (l *Loop) ready(e event.Event) string {
+	w := l.st.Worker(e.Worker)
+	if w == nil {
+		return l.refuse(e, "unknown worker "+e.Worker)
+	}
+	if !w.Starting {
+		return "ignored: " + w.ID + " is not starting"
+	}
+	if e.Time.Before(w.Since) {
+		return "ignored: sent before " + w.ID + "'s pane started"
+	}
+	l.isReady(w, "its hook said so")
+	return "ready"
+}
+
+// isReady makes a starting worker idle.
+func (l *Loop) isReady(w *Worker, how string) {
+	w.Starting, w.Asked, w.Reason = false, "", ""
+	if w.State != WorkerDead {
+		w.State = WorkerIdle
+	}
+	l.log.Info("worker ready", "worker", w.ID, "how", how, "after", l.cfg.Now().Sub(w.Since).Round(time.Millisecond).String())
+}
+
+// startExpired runs when a worker's agent did not reach its prompt in
+// time, or when a typed line did not show: the screen says why.
+func (l *Loop) startExpired(ctx context.Context, c startCheck) {
+	w := l.st.Worker(c.worker)
+	if w == nil || l.tmux == nil {
+		return
+	}
+	if c.echo != "" {
+		if p := l.st.Plans[c.echo]; p != nil && p.Typed && p.Worker == w.ID && p.State == PlanDispatched {
+			l.log.Warn("dispatch line not seen on screen; pressing Enter anyway", "plan", p.Name, "worker", w.ID)
+			l.submit(ctx, w, p)
+		}
+		return
+	}
+	if !w.Starting || !w.Since.Equal(c.since) {
+		return
+	}
+	kind, what := l.readScreen(ctx, w)
+	if kind == agent.ScreenPrompt {
+		l.isReady(w, "its prompt was on screen at the start deadline")
+		l.save()
+		return
+	}
+	if what == "" {
+		what = "not at its prompt after " + l.cfg.StartTimeout.String()
+	}
+	l.asks(w, what)
+}
+
+// asks reports once what a starting worker's screen asks.
+func (l *Loop) asks(w *Worker, what string) {
+	if w.Asked == what {
+		return
+	}
+	w.Asked, w.Reason = what, "needs input: "+what
+	l.log.Warn("worker needs input before it can start", "worker", w.ID, "screen", what)
+	id := fmt.Sprintf("asks-%s-%d", w.ID, l.cfg.Now().UnixNano())
+	l.st.Outbox = append(l.st.Outbox, newCallback(CallbackNeedsInput, id, w.ID, w.ID, what, ""))
+	l.flushOutbox()
+}
+
+// readScreen captures w's pane and says what it shows.
+func (l *Loop) readScreen(ctx context.Context, w *Worker) (agent.ScreenKind, string) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	screen, err := l.tmux.Capture(cctx, w.Pane, 0)
+	if err != nil {
+		return agent.ScreenOther, ""
+	}
+	if l.cfg.Profile == nil {
+		return agent.ScreenOther, lastLines(screen, 8)
+	}
+	kind, what := l.cfg.Profile.ReadScreen(screen)
+	if kind == agent.ScreenOther {
+		what = lastLines(screen, 8)
+	}
+	return kind, event.Clean(what)
+}
+
+// watchScreens attaches one control-mode client to the fleet's session
+// and turns each pane's output into (at most) one screen read per burst:
+// a one-shot timer per pane, started by output and not by time.
+func (l *Loop) watchScreens(ctx context.Context, session string) {
+	type pending struct {
+		timer *time.Timer
+		first time.Time
+	}
+	var mu sync.Mutex
+	panes := map[string]*pending{}
+	onOutput := func(pane string) {
+		mu.Lock()
+		defer mu.Unlock()
+		p := panes[pane]
+		if p == nil {
+			p = &pending{first: time.Now()}
+			panes[pane] = p
+			p.timer = time.AfterFunc(screenQuiet, func() {
+				mu.Lock()
+				delete(panes, pane)
+				mu.Unlock()
+				send(l, l.screens, pane)
+			})
+			return
+		}
+		// More output of the same burst: wait for its pause, but never
+		// longer than screenMaxDelay from its start.
+		if time.Since(p.first) < screenMaxDelay && p.timer.Stop() {
+			p.timer.Reset(screenQuiet)
+		}
+	}
+	l.screenWatch.Store(true)
+	go func() {
+		err := l.tmux.WatchOutput(ctx, session, onOutput)
+		l.screenWatch.Store(false)
+		if err != nil && ctx.Err() == nil {
+			l.log.Warn("screen watch ended; typed lines get Enter at once, dialogs are seen at the start deadline", "err", err)
+		}
+	}()
+}
+
+// screenChanged reads the screen of a pane that wrote, if orch waits on
+// what it shows: a starting worker's prompt or dialog, a typed line's echo,
+// a plan's approval prompt.
+func (l *Loop) screenChanged(ctx context.Context, pane string) {
+	var w *Worker
+	for _, c := range l.st.Workers {
+		if c.Pane == pane {
+			w = c
+		}
+	}
+	if w == nil || w.State == WorkerDead {
+		return
+	}
+	p := l.st.Plans[w.Plan]
+	switch {
+	case w.Starting:
+		kind, what := l.readScreen(ctx, w)
+		switch kind {
+		case agent.ScreenPrompt:
+			l.isReady(w, "its prompt is on screen")
+			l.save()
+			l.schedule(ctx)
+		case agent.ScreenDialog:
+			l.asks(w, what)
+		}
+	case p != nil && p.Worker == w.ID && p.Typed && p.State == PlanDispatched:
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		screen, err := l.tmux.Capture(cctx, w.Pane, 0)
+		cancel()
+		if err == nil && strings.Contains(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(p.Name)) {
+			l.submit(ctx, w, p)
+		}
+	case p != nil && p.Worker == w.ID && (p.State == PlanDispatched || p.State == PlanRunning):
+		if kind, what := l.readScreen(ctx, w); kind == agent.ScreenDialog {
+			e := event.New(event.NeedsInput, p.Name, what, w.ID, hostname())
+			if cb, note := l.needsInput(e); cb != nil {
+				l.st.Outbox = append(l.st.Outbox, cb)
+				l.flushOutbox()
+			} else {
+				l.log.Debug(note)
+			}
+		}
+	}
+}
+
+// submit presses Enter for a typed dispatch line.
+func (l *Loop) submit(ctx context.Context, w *Worker, p *Plan) {
+	p.Typed = false
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+	if err := l.checkPane(ctx, w); err != nil {
+		l.log.Error("submit dispatch line", "plan", p.Name, "err", err)
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := l.tmux.SendEnter(sctx, w.Pane); err != nil {
+		l.log.Error("submit dispatch line", "plan", p.Name, "err", err)
+	}
+}
