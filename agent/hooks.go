@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/internal/atomicfile"
 )
 
@@ -38,7 +39,7 @@ func (p Profile) InstallHooks(orchDir, worker, notifyBin string) (string, error)
 	case "":
 		return "", nil
 	case HooksClaude:
-		path, err := WriteClaudeSettings(orchDir, worker, notifyBin)
+		path, err := WriteClaudeSettings(orchDir, worker, notifyBin, config.PermWorktree)
 		if err != nil {
 			return "", err
 		}
@@ -64,18 +65,35 @@ type claudeMatcher struct {
 	Hooks []claudeCommand `json:"hooks"`
 }
 
+type claudePermissions struct {
+	DefaultMode string   `json:"defaultMode,omitempty"`
+	Allow       []string `json:"allow,omitempty"`
+}
+
 type claudeSettings struct {
-	Hooks map[string][]claudeMatcher `json:"hooks"`
+	Permissions *claudePermissions         `json:"permissions,omitempty"`
+	Hooks       map[string][]claudeMatcher `json:"hooks"`
 }
 
 // ClaudeSettings is the settings document for one worker: each event in
-// ClaudeHookEvents runs `<orch-notify> hook claude`. It holds no secret:
-// orch-notify finds the broker and credentials from the pane's environment.
-func ClaudeSettings(notifyBin string) []byte {
+// ClaudeHookEvents runs `<orch-notify> hook claude`, and with
+// permissions "worktree" (config.PermWorktree, the default) the worker may
+// run orch-notify (by its path or by name) and edit files in its working
+// directory (acceptEdits) without asking; anything else still asks. It
+// holds no secret: orch-notify finds the broker and credentials from the
+// pane's environment.
+func ClaudeSettings(notifyBin, permissions string) []byte {
 	cmd := claudeCommand{Type: "command", Command: Quote(notifyBin) + " hook claude", Timeout: claudeHookTimeout}
 	s := claudeSettings{Hooks: map[string][]claudeMatcher{}}
 	for _, ev := range ClaudeHookEvents {
 		s.Hooks[ev] = []claudeMatcher{{Hooks: []claudeCommand{cmd}}}
+	}
+	if permissions == "" || permissions == config.PermWorktree {
+		allow := []string{"Bash(orch-notify:*)"}
+		if notifyBin != "orch-notify" {
+			allow = append([]string{"Bash(" + notifyBin + ":*)"}, allow...)
+		}
+		s.Permissions = &claudePermissions{DefaultMode: "acceptEdits", Allow: allow}
 	}
 	data, _ := json.MarshalIndent(s, "", "  ") // cannot fail: strings and ints
 	return append(data, '\n')
@@ -83,12 +101,12 @@ func ClaudeSettings(notifyBin string) []byte {
 
 // WriteClaudeSettings writes the worker's Claude Code settings file
 // atomically, mode 0600 in a 0700 directory, and returns its path.
-func WriteClaudeSettings(orchDir, worker, notifyBin string) (string, error) {
+func WriteClaudeSettings(orchDir, worker, notifyBin, permissions string) (string, error) {
 	path := ClaudeSettingsPath(orchDir, worker)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("claude hooks for %s: %w", worker, err)
 	}
-	if err := atomicfile.Write(path, ClaudeSettings(notifyBin), 0o600); err != nil {
+	if err := atomicfile.Write(path, ClaudeSettings(notifyBin, permissions), 0o600); err != nil {
 		return "", fmt.Errorf("claude hooks for %s: %w", worker, err)
 	}
 	return path, nil

@@ -32,15 +32,19 @@ var screens = map[string]struct {
 	prompt  []string // any of these on the screen (and no dialog) is the prompt
 	dialogs []dialog
 }{
+	// Claude Code's readiness comes from its SessionStart hook (its prompt
+	// on screen comes before it takes a typed Enter); the screen only
+	// tells its dialogs.
 	"claude": {
-		prompt: []string{"? for shortcuts", "│ >", "│ ❯", "\n> ", "\n❯ "},
 		dialogs: []dialog{
 			{"Do you trust the files in this folder?", "Claude Code asks whether to trust this folder"},
 			{"Is this a project you created or one you trust", "Claude Code asks whether to trust this folder"},
 			{"Detected a custom API key", "Claude Code asks whether to use the API key in its environment"},
 			{"Bypass Permissions mode", "Claude Code asks to confirm bypass-permissions mode"},
-			{"fullscreen renderer", "Claude Code offers its fullscreen renderer"},
 			{"Choose the text style", "Claude Code's first-run onboarding (theme)"},
+			{"Unable to connect to Anthropic services", "Claude Code's first-run onboarding cannot reach Anthropic"},
+			{"Try the new fullscreen renderer?", "Claude Code offers its fullscreen renderer"},
+			{"isn't eligible because your requests go through", "Claude Code asks about auto mode"},
 			{"Select login method", "Claude Code asks how to log in"},
 			{"Do you want to proceed?", "Claude Code asks permission"},
 			{"Do you want to make this edit", "Claude Code asks permission to edit a file"},
@@ -101,6 +105,15 @@ func (p Profile) screensName() string {
 // its prompt before typing: profiles whose prompt orch knows from a hook
 // (Claude Code's SessionStart) or from the screen.
 func (p Profile) WaitsForPrompt() bool { return p.screensName() != "" }
+
+// ReadyFromHook says whether the agent's hooks say when it is up (Claude
+// Code's SessionStart; a dialog on screen still holds it back).
+func (p Profile) ReadyFromHook() bool { return p.Hooks == HooksClaude }
+
+// SubmitFromHook says whether the agent's hooks confirm that a typed line
+// was submitted (Claude Code's UserPromptSubmit names it), so a lost Enter
+// can be pressed again.
+func (p Profile) SubmitFromHook() bool { return p.Hooks == HooksClaude }
 
 // around returns up to n non-blank lines of screen starting at the line
 // holding byte offset i, trimmed of box-drawing borders and joined with

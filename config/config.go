@@ -35,6 +35,21 @@ const (
 	Rebase = "rebase" // the plan's commits replayed onto the base; the plan branch itself is kept as it was
 )
 
+// Permission modes: what orch lets a worker's agent do without asking a
+// person (see package agent for what each means per agent).
+const (
+	// PermWorktree (default): run orch-notify and edit files in its own
+	// checkout; everything else asks (and the plan is needs-input).
+	PermWorktree = "worktree"
+	// PermAgent: orch adds no permission of its own; the agent's own
+	// settings decide (the user's and the repo's).
+	PermAgent = "agent"
+	// PermSkip: the agent asks nothing (Claude Code's
+	// --dangerously-skip-permissions, Codex's
+	// --dangerously-bypass-approvals-and-sandbox). Only when asked for.
+	PermSkip = "skip"
+)
+
 // DefaultSetupTimeout bounds the setup command when the file gives none.
 const DefaultSetupTimeout = 5 * time.Minute
 
@@ -54,6 +69,7 @@ type Config struct {
 	Setup        string             `yaml:"setup,omitempty" json:"setup,omitempty"`
 	SetupTimeout Duration           `yaml:"setup_timeout,omitempty" json:"setup_timeout,omitempty"`
 	Integrate    string             `yaml:"integrate,omitempty" json:"integrate"`
+	Permissions  string             `yaml:"permissions,omitempty" json:"permissions"`
 	Agents       map[string]Profile `yaml:"agents,omitempty" json:"agents,omitempty"`
 }
 
@@ -77,7 +93,7 @@ var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Default is the configuration without a file.
 func Default() *Config {
-	return &Config{Isolation: Worktree, Integrate: Merge, SetupTimeout: Duration(DefaultSetupTimeout)}
+	return &Config{Isolation: Worktree, Integrate: Merge, Permissions: PermWorktree, SetupTimeout: Duration(DefaultSetupTimeout)}
 }
 
 // Load reads root/orch.yaml; a missing file gives Default. Unknown keys
@@ -109,6 +125,12 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if c.SetupTimeout == 0 {
 		c.SetupTimeout = Duration(DefaultSetupTimeout)
+	}
+	if c.Permissions == "" {
+		c.Permissions = PermWorktree
+	}
+	if c.Permissions != PermWorktree && c.Permissions != PermAgent && c.Permissions != PermSkip {
+		return nil, fmt.Errorf("%w: permissions %q: want %s (default), %s or %s", ErrInvalid, c.Permissions, PermWorktree, PermAgent, PermSkip)
 	}
 	if c.Isolation != Worktree && c.Isolation != Shared {
 		return nil, fmt.Errorf("%w: isolation %q: want %s or %s", ErrInvalid, c.Isolation, Worktree, Shared)

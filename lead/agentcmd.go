@@ -3,6 +3,8 @@ package lead
 import (
 	"fmt"
 	"path/filepath"
+
+	"github.com/orch-dev/orch/agent"
 )
 
 // notifyBin is the orch-notify that tmux hooks and agent hooks run: the one
@@ -14,34 +16,50 @@ func (l *Loop) notifyBin() string {
 	return "orch-notify"
 }
 
-// paneCommand is what worker id's pane runs: the agent profile's
-// interactive command with its hooks installed for that worker (for Claude
-// Code, .orch/agents/<id>/claude-settings.json and --settings pointing at
-// it). Without a profile it is the --agent command as given.
-func (l *Loop) paneCommand(id string) (string, error) {
+// prepareAgent readies worker id's agent (agent.Profile.Prepare: hooks,
+// permissions, its own configuration under .orch/agents/<id>/) and returns
+// what its command line and environment need.
+func (l *Loop) prepareAgent(id string) (agent.Setup, error) {
 	p := l.cfg.Profile
 	if p == nil {
-		return l.cfg.Agent, nil
+		return agent.Setup{}, nil
 	}
-	hookArgs, err := p.InstallHooks(l.orchDir, id, l.notifyBin())
+	s, err := p.Prepare(agent.WorkerSpec{OrchDir: l.orchDir, Root: l.cfg.Root, Dir: l.workDir(id), ID: id,
+		NotifyBin: l.notifyBin(), Permissions: l.conf.Permissions})
 	if err != nil {
-		return "", fmt.Errorf("agent hooks for %s: %w", id, err)
+		return agent.Setup{}, fmt.Errorf("agent setup for %s: %w", id, err)
 	}
-	return p.InteractiveCommand(hookArgs), nil
+	return s, nil
+}
+
+// paneCommand is what worker id's pane runs, and the environment its
+// agent needs beside workerEnv's: the profile's interactive command with
+// what prepareAgent set up. Without a profile it is the --agent command
+// as given.
+func (l *Loop) paneCommand(id string) (string, map[string]string, error) {
+	if l.cfg.Profile == nil {
+		return l.cfg.Agent, nil, nil
+	}
+	s, err := l.prepareAgent(id)
+	if err != nil {
+		return "", nil, err
+	}
+	return l.cfg.Profile.InteractiveCommand(s.Args), s.Env, nil
 }
 
 // headlessCommand is the command line that runs one plan headless on
-// worker id: the profile's headless command with the dispatch line as its
-// prompt and the worker's hooks installed; without a profile, the --agent
-// command with the prompt as its last argument.
-func (l *Loop) headlessCommand(id, prompt string) (string, error) {
+// worker id, and the environment its agent needs: the profile's headless
+// command with the dispatch line as its prompt and what prepareAgent set
+// up; without a profile, the --agent command with the prompt as its last
+// argument.
+func (l *Loop) headlessCommand(id, prompt string) (string, map[string]string, error) {
 	p := l.cfg.Profile
 	if p == nil {
-		return l.cfg.Agent + " " + ShellQuote(prompt), nil
+		return l.cfg.Agent + " " + ShellQuote(prompt), nil, nil
 	}
-	hookArgs, err := p.InstallHooks(l.orchDir, id, l.notifyBin())
+	s, err := l.prepareAgent(id)
 	if err != nil {
-		return "", fmt.Errorf("agent hooks for %s: %w", id, err)
+		return "", nil, err
 	}
-	return p.HeadlessCommand(prompt, hookArgs), nil
+	return p.HeadlessCommand(prompt, s.Args), s.Env, nil
 }

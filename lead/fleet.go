@@ -169,9 +169,12 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 	if err != nil {
 		return "", 0, err
 	}
-	command, err := l.paneCommand(id)
+	command, agentEnv, err := l.paneCommand(id)
 	if err != nil {
 		return "", 0, err
+	}
+	for k, v := range agentEnv {
+		env[k] = v
 	}
 	if l.cfg.BinDir != "" {
 		// The pane's shell may be a login shell that resets PATH from the

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -165,10 +166,13 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	if err != nil {
 		return err
 	}
-	cmdline, err := l.headlessCommand(w.ID, line)
+	cmdline, agentEnv, err := l.headlessCommand(w.ID, line)
 	if err != nil {
 		f.Close()
 		return err
+	}
+	for k, v := range agentEnv {
+		env[k] = v
 	}
 	// The shell waits on a pipe (fd 3) until the lead has saved its pid:
 	// a lead that dies before that closes the pipe, and the shell exits
@@ -188,7 +192,7 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Env = append(cmd.Env, "ORCH_PLAN="+plan, "ORCH_PROMPT="+line)
+	cmd.Env = append(cmd.Env, "ORCH_PLAN="+plan, "ORCH_ATTEMPT="+strconv.Itoa(attempt), "ORCH_PROMPT="+line)
 	// The file itself, not a pipe to this process: a pipe would break (and
 	// SIGPIPE the agent) if orch serve died while the agent works on.
 	cmd.Stdout, cmd.Stderr = f, f

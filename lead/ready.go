@@ -42,6 +42,10 @@ type startCheck struct {
 	worker string
 	since  time.Time
 	echo   string // set for an echo check: the plan whose line was typed
+	// Set for a submission check: the plan whose line got Enter, and its
+	// attempt.
+	submit  string
+	attempt int
 }
 
 // waitsForPrompt says whether new panes start as Starting workers.
@@ -51,7 +55,7 @@ func (l *Loop) waitsForPrompt() bool {
 
 // starting marks w as starting in a new pane and arms its start timer.
 func (l *Loop) starting(w *Worker, now time.Time) {
-	w.State, w.Starting, w.Asked, w.Since = WorkerBusy, true, "", now
+	w.State, w.Starting, w.Asked, w.Hooked, w.Since = WorkerBusy, true, "", false, now
 	w.Reason = "starting: waiting for the agent's prompt"
 	l.armStart(w)
 }
@@ -76,13 +80,22 @@ func (l *Loop) ready(e event.Event) string {
 	if e.Time.Before(w.Since) {
 		return "ignored: sent before " + w.ID + "'s pane started"
 	}
+	// The hook may fire while a dialog is up (Claude Code's fullscreen
+	// offer): the screen has the last word.
+	w.Hooked = true
+	if l.tmux != nil && w.Pane != "" {
+		if kind, what := l.readScreen(context.Background(), w); kind == agent.ScreenDialog {
+			l.after(func() { l.asks(w, what) })
+			return "ready, but a dialog is up: " + what
+		}
+	}
 	l.isReady(w, "its hook said so")
 	return "ready"
 }
 
 // isReady makes a starting worker idle.
 func (l *Loop) isReady(w *Worker, how string) {
-	w.Starting, w.Asked, w.Reason = false, "", ""
+	w.Starting, w.Asked, w.Reason, w.Hooked = false, "", "", false
 	if w.State != WorkerDead {
 		w.State = WorkerIdle
 	}
@@ -94,6 +107,13 @@ func (l *Loop) isReady(w *Worker, how string) {
 func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	w := l.st.Worker(c.worker)
 	if w == nil || l.tmux == nil {
+		return
+	}
+	if c.submit != "" {
+		if p := l.st.Plans[c.submit]; p != nil && p.Attempts == c.attempt && p.Worker == w.ID && p.State == PlanDispatched && !p.Typed {
+			l.log.Warn("dispatch line not submitted yet (no prompt hook); pressing Enter again", "plan", p.Name, "worker", w.ID, "enters", p.Enters)
+			l.submit(ctx, w, p)
+		}
 		return
 	}
 	if c.echo != "" {
@@ -206,13 +226,13 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 	switch {
 	case w.Starting:
 		kind, what := l.readScreen(ctx, w)
-		switch kind {
-		case agent.ScreenPrompt:
+		switch {
+		case kind == agent.ScreenDialog:
+			l.asks(w, what)
+		case kind == agent.ScreenPrompt, w.Hooked:
 			l.isReady(w, "its prompt is on screen")
 			l.save()
 			l.schedule(ctx)
-		case agent.ScreenDialog:
-			l.asks(w, what)
 		}
 	case p != nil && p.Worker == w.ID && p.Typed && p.State == PlanDispatched:
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -248,5 +268,19 @@ func (l *Loop) submit(ctx context.Context, w *Worker, p *Plan) {
 	defer cancel()
 	if err := l.tmux.SendEnter(sctx, w.Pane); err != nil {
 		l.log.Error("submit dispatch line", "plan", p.Name, "err", err)
+		return
+	}
+	p.Enters++
+	if l.cfg.Profile != nil && l.cfg.Profile.SubmitFromHook() && p.Enters < maxEnters {
+		c := startCheck{worker: w.ID, submit: p.Name, attempt: p.Attempts}
+		time.AfterFunc(submitTimeout, func() { send(l, l.starts, c) })
 	}
 }
+
+// submitTimeout is how long an agent whose hook confirms a submitted line
+// (agent.Profile.SubmitFromHook) has before Enter is pressed again, at
+// most maxEnters times in all: an Enter on an empty prompt does nothing.
+const (
+	submitTimeout = 2 * time.Second
+	maxEnters     = 3
+)

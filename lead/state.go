@@ -62,6 +62,9 @@ type Worker struct {
 	// is the dialog it showed meanwhile, as last reported to the lead.
 	Starting bool   `json:"starting,omitempty"`
 	Asked    string `json:"asked,omitempty"`
+	// Hooked is set once the agent's own hook said it is up, while a
+	// dialog on its screen still held it back.
+	Hooked bool `json:"hooked,omitempty"`
 }
 
 // Plan is one plan's run state.
@@ -110,6 +113,8 @@ type Plan struct {
 	// Typed is set while the dispatch line is typed into the pane but not
 	// yet submitted: Enter goes once the line shows on the screen.
 	Typed bool `json:"typed,omitempty"`
+	// Enters counts the Enters pressed for this attempt's line.
+	Enters int `json:"enters,omitempty"`
 	// Merged is the base branch's head once orch integrate brought the
 	// plan in.
 	Merged string `json:"merged,omitempty"`

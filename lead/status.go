@@ -228,6 +228,9 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 	if err != nil {
 		return stopped, err
 	}
+	// Whatever the agents started and left running goes last, once their
+	// panes and headless processes are gone.
+	defer func() { stopped = append(stopped, stopWorkerProcs(OrchDir(root), 3*time.Second)...) }()
 	if st.Session == "" {
 		return stopped, nil
 	}

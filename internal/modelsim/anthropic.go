@@ -96,9 +96,11 @@ func (r *anthropicRequest) hasTool(name string) bool {
 	return false
 }
 
-// conversation finds the plan's dispatch in the request: the first user
-// message whose text holds a dispatch line, and the number of tool_result
-// blocks in the messages after it (the steps of the script already done).
+// conversation finds the plan's dispatch in the request: the last user
+// message whose text holds a dispatch line (a session that worked on
+// several plans holds all their lines; the last is the task at hand), and
+// the number of tool_result blocks in the messages after it (the steps of
+// the script already done).
 // ok is false for a side request.
 func (r *anthropicRequest) conversation() (plan, notify string, results int, ok bool) {
 	at := -1
@@ -108,7 +110,6 @@ func (r *anthropicRequest) conversation() (plan, notify string, results int, ok 
 		}
 		if p, n, found := ParseDispatch(m.text()); found {
 			plan, notify, at = p, n, i
-			break
 		}
 	}
 	if at < 0 {

@@ -311,3 +311,28 @@ func TestWorkdir(t *testing.T) {
 		t.Errorf("workdir %q", got)
 	}
 }
+
+// TestNoWriteToolUsesHeredoc: a request that does not offer Write gets
+// RESULT.md written by a Bash heredoc, relative to the working directory.
+func TestNoWriteToolUsesHeredoc(t *testing.T) {
+	body, err := os.ReadFile("testdata/claude-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	json.Unmarshal(body, &d)
+	var tools []any
+	for _, tl := range d["tools"].([]any) {
+		if tl.(map[string]any)["name"] != "Write" {
+			tools = append(tools, tl)
+		}
+	}
+	d["tools"] = tools
+	body, _ = json.Marshal(d)
+	_, url := newTestServer(t, nil)
+	a := assemble(t, readSSE(t, post(t, url, body).Body))
+	cmd, _ := a.blocks[0]["input"].(map[string]any)["command"].(string)
+	if a.blocks[0]["name"] != "Bash" || !strings.Contains(cmd, "cat > 'plans/p1/RESULT.md' <<'ORCH_MODELSIM_EOF'\n# Result of p1\n") {
+		t.Errorf("answer %+v", a.blocks[0])
+	}
+}

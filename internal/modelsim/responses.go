@@ -33,7 +33,8 @@ type responsesRequest struct {
 	Stream       bool              `json:"stream"`
 	Text         *struct {
 		Format *struct {
-			Type string `json:"type"`
+			Type   string          `json:"type"`
+			Schema json.RawMessage `json:"schema"`
 		} `json:"format"`
 	} `json:"text"`
 }
@@ -141,12 +142,9 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 
 	plan, notify, results, found := respConversation(req.Input)
 	var out []map[string]any // output items to stream
-	if !found {
+	if !found || respSideThread(r, req) {
 		rec.Side = true
-		text := "OK."
-		if respWantsJSON(req) {
-			text = `{"title":"modelsim side request","summary":"modelsim"}`
-		}
+		text := respSideText(req)
 		rec.Action = "side: " + text
 		out = append(out, respMessage(text))
 	} else {
@@ -211,13 +209,82 @@ func respConversation(input []json.RawMessage) (plan, notify string, results int
 	return plan, notify, results, found
 }
 
-// respWantsJSON reports whether a side request asks for JSON: a structured
-// output format, or instructions that mention JSON.
-func respWantsJSON(req responsesRequest) bool {
-	if req.Text != nil && req.Text.Format != nil && strings.HasPrefix(req.Text.Format.Type, "json") {
+// respSideThread reports whether a request that quotes a dispatch line
+// is still not the plan's own conversation. Codex's TUI starts a side
+// thread to name the task whose user message quotes the person's first
+// prompt ("Generate a concise, single-line task title ... User prompt:
+// <dispatch line>") and asks for a JSON object through a structured
+// output format; the X-Codex-Turn-Metadata header names it too
+// ("thread_source":"thread_title"). Answering it with the plan's script
+// would run the plan's commands twice.
+func respSideThread(r *http.Request, req responsesRequest) bool {
+	if req.Text != nil && req.Text.Format != nil && req.Text.Format.Type == "json_schema" {
 		return true
 	}
-	return strings.Contains(strings.ToLower(req.Instructions), "json")
+	var md struct {
+		ThreadSource string `json:"thread_source"`
+	}
+	if h := r.Header.Get("X-Codex-Turn-Metadata"); h != "" && json.Unmarshal([]byte(h), &md) == nil {
+		return md.ThreadSource != "" && md.ThreadSource != "user"
+	}
+	return false
+}
+
+// respSideText is the answer to a side request: a JSON value that fits
+// the structured output schema when the request gives one (for the title
+// thread, {"title":"modelsim"}), "{}" when the instructions ask for JSON,
+// else a short text.
+func respSideText(req responsesRequest) string {
+	if req.Text != nil && req.Text.Format != nil {
+		if len(req.Text.Format.Schema) > 0 {
+			var schema map[string]any
+			if json.Unmarshal(req.Text.Format.Schema, &schema) == nil {
+				b, _ := json.Marshal(respFillSchema(schema))
+				return string(b)
+			}
+		}
+		if strings.HasPrefix(req.Text.Format.Type, "json") {
+			return "{}"
+		}
+	}
+	if strings.Contains(strings.ToLower(req.Instructions), "json") {
+		return "{}"
+	}
+	return "OK."
+}
+
+// respFillSchema is a small value that satisfies a JSON schema: every
+// required property of an object filled in, strings "modelsim", numbers 0,
+// the first value of an enum.
+func respFillSchema(schema map[string]any) any {
+	if enum, ok := schema["enum"].([]any); ok && len(enum) > 0 {
+		return enum[0]
+	}
+	typ, _ := schema["type"].(string)
+	if types, ok := schema["type"].([]any); ok && len(types) > 0 {
+		typ, _ = types[0].(string)
+	}
+	switch typ {
+	case "object":
+		obj := map[string]any{}
+		props, _ := schema["properties"].(map[string]any)
+		req, _ := schema["required"].([]any)
+		for _, name := range req {
+			n, _ := name.(string)
+			sub, _ := props[n].(map[string]any)
+			obj[n] = respFillSchema(sub)
+		}
+		return obj
+	case "array":
+		return []any{}
+	case "integer", "number":
+		return 0
+	case "boolean":
+		return false
+	case "null":
+		return nil
+	}
+	return "modelsim"
 }
 
 // respMessage is an assistant message with one output_text part.

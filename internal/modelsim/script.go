@@ -70,14 +70,16 @@ type Action struct {
 // "... First run <notify> started <plan>. ...".
 var dispatchRE = regexp.MustCompile(`(\S*orch-notify) started ([a-z0-9][a-z0-9._-]{0,62})\b`)
 
-// ParseDispatch returns the plan and orch-notify command a dispatch line
-// names, and false when text holds no dispatch line (a title request, a
-// side thread, a person's prompt).
+// ParseDispatch returns the plan and orch-notify command the last
+// dispatch line in text names (an agent may join a prompt that failed with
+// the next one into one message), and false when text holds no dispatch
+// line (a title request, a side thread, a person's prompt).
 func ParseDispatch(text string) (plan, notify string, ok bool) {
-	m := dispatchRE.FindStringSubmatch(text)
-	if m == nil {
+	all := dispatchRE.FindAllStringSubmatch(text, -1)
+	if all == nil {
 		return "", "", false
 	}
+	m := all[len(all)-1]
 	return strings.TrimSuffix(m[2], "."), m[1], true
 }
 
