@@ -116,8 +116,13 @@ func WriteClaudeSettings(orchDir, worker, notifyBin, permissions string) (string
 func tomlArray(items ...string) string {
 	q := make([]string, len(items))
 	for i, s := range items {
-		r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`)
-		q[i] = `"` + r.Replace(s) + `"`
+		q[i] = tomlString(s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// tomlString writes s as a TOML basic string.
+func tomlString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\r", `\r`)
+	return `"` + r.Replace(s) + `"`
 }

@@ -70,7 +70,7 @@ func (p Profile) Prepare(w WorkerSpec) (Setup, error) {
 	case HooksClaude:
 		return prepareClaude(w, perm)
 	case HooksCodex:
-		return prepareCodex(w, perm), nil
+		return prepareCodex(w, perm)
 	}
 	return Setup{}, fmt.Errorf("%s: hooks %q: want %s, %s or nothing", p.Label(), p.Hooks, HooksClaude, HooksCodex)
 }
@@ -240,5 +240,3 @@ func copyNewer(src, dst string) error {
 	}
 	return os.Chtimes(dst, si.ModTime(), si.ModTime())
 }
-
-// prepareCodex is filled in below (codex.go).

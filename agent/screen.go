@@ -51,15 +51,18 @@ var screens = map[string]struct {
 			{"Do you want to create", "Claude Code asks permission to create a file"},
 		},
 	},
+	// Codex shows its composer's placeholder once it takes input (also
+	// behind a dialog, which is checked first).
 	"codex": {
-		prompt: []string{"› ", "⏎ send", "for shortcuts"},
+		prompt: []string{"Ask Codex to do anything"},
 		dialogs: []dialog{
 			{"Do you trust the contents of this directory?", "Codex asks whether to trust this folder"},
 			{"Trust this folder", "Codex asks whether to trust this folder"},
 			{"Sign in with ChatGPT", "Codex asks how to sign in"},
 			{"Would you like to run the following command?", "Codex asks approval to run a command"},
 			{"Would you like to make the following edits?", "Codex asks approval to edit files"},
-			{"Allow command", "Codex asks approval to run a command"},
+			{"needs review before it can run", "Codex asks to review hooks"},
+			{"Use existing model", "Codex offers a newer model"},
 		},
 	},
 }

@@ -44,6 +44,9 @@ func (l *Loop) hookHolder(e *event.Event) (*Plan, *Worker, string) {
 	if why != "" {
 		return nil, nil, l.refuse(*e, why)
 	}
+	if e.Attempt != 0 && e.Attempt != p.Attempts {
+		return nil, nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, p.Name, p.Attempts)
+	}
 	if !working(p.State) {
 		return nil, nil, "ignored: plan " + p.Name + " is " + p.State
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/orch-dev/orch/event"
@@ -46,6 +47,13 @@ func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "orch-notify hook: %v; nothing sent\n", err)
 		return exitKept
+	}
+	// A headless run knows its plan and attempt (orch sets them in its
+	// environment): a hook that fires late is tied to that attempt.
+	if p := env("ORCH_PLAN"); p != "" && e.Kind != event.Ready && (e.Plan == "" || e.Plan == p) {
+		if n, err := strconv.Atoi(env("ORCH_ATTEMPT")); err == nil && n > 0 {
+			e.Plan, e.Attempt = p, n
+		}
 	}
 	cfg, err := WorkerConfig(env, cwd)
 	if err != nil {
@@ -226,11 +234,16 @@ func failureReason(in claudeInput) string {
 }
 
 // CodexHookEvent maps Codex's notify JSON to the event to send:
-// agent-turn-complete → idle. Other types are not used.
+// agent-turn-complete → idle, for the plan whose dispatch line the turn's
+// input is. A turn whose input only quotes a dispatch line is Codex's own
+// side thread (its task-title request) and sends nothing; a turn with no
+// dispatch line (a person's follow-up) is about the plan of the checkout's
+// branch, or the one the worker holds. Other types are not used.
 func CodexHookEvent(data []byte, worker string) (e event.Event, send bool, err error) {
 	var in struct {
-		Type string `json:"type"`
-		Cwd  string `json:"cwd"`
+		Type  string   `json:"type"`
+		Cwd   string   `json:"cwd"`
+		Input []string `json:"input-messages"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(data), &in); err != nil {
 		return e, false, fmt.Errorf("%w: not Codex notify JSON: %v", errHookInput, err)
@@ -238,8 +251,25 @@ func CodexHookEvent(data []byte, worker string) (e event.Event, send bool, err e
 	if in.Type != "agent-turn-complete" {
 		return e, false, nil
 	}
+	plan, quoted := "", false
+	for _, m := range in.Input {
+		p := event.DispatchedPlan(m)
+		switch {
+		case p == "":
+		case strings.HasPrefix(strings.TrimSpace(m), "Read plans/"+p+"/"):
+			plan = p
+		default:
+			quoted = true
+		}
+	}
+	if plan == "" && quoted {
+		return e, false, nil
+	}
+	if plan == "" {
+		plan = PlanFromCheckout(in.Cwd)
+	}
 	host, _ := os.Hostname()
-	return event.New(event.Idle, PlanFromCheckout(in.Cwd), "", worker, host), true, nil
+	return event.New(event.Idle, plan, "", worker, host), true, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -188,21 +188,22 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	respStream(w, resp, out)
 }
 
-// conversation finds the first user message holding a dispatch line and
-// counts the tool results after it. found is false for a side request.
+// respConversation finds the last user message holding a dispatch line
+// (a session that worked on several plans holds all their lines; the last
+// is the task at hand) and counts the tool results after it.
 func respConversation(input []json.RawMessage) (plan, notify string, results int, found bool) {
 	for _, raw := range input {
 		var it respItem
 		if json.Unmarshal(raw, &it) != nil {
 			continue
 		}
-		if !found {
-			if (it.Type == "message" || it.Type == "") && it.Role == "user" {
-				plan, notify, found = ParseDispatch(it.text())
+		if (it.Type == "message" || it.Type == "") && it.Role == "user" {
+			if p, n, ok := ParseDispatch(it.text()); ok {
+				plan, notify, found, results = p, n, true, 0
+				continue
 			}
-			continue
 		}
-		if it.isToolResult() {
+		if found && it.isToolResult() {
 			results++
 		}
 	}
