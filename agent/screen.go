@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"strings"
 )
 
@@ -31,6 +32,9 @@ type dialog struct {
 var screens = map[string]struct {
 	prompt  []string // any of these on the screen (and no dialog) is the prompt
 	dialogs []dialog
+	// failed starts the line an agent shows when its turn ended on an
+	// error that no hook reports (Codex: "■ <error>").
+	failed string
 }{
 	// Claude Code's readiness comes from its SessionStart hook (its prompt
 	// on screen comes before it takes a typed Enter); the screen only
@@ -55,6 +59,7 @@ var screens = map[string]struct {
 	// behind a dialog, which is checked first).
 	"codex": {
 		prompt: []string{"Ask Codex to do anything"},
+		failed: "■ ",
 		dialogs: []dialog{
 			{"Do you trust the contents of this directory?", "Codex asks whether to trust this folder"},
 			{"Trust this folder", "Codex asks whether to trust this folder"},
@@ -87,6 +92,41 @@ func (p Profile) ReadScreen(screen string) (ScreenKind, string) {
 		}
 	}
 	return ScreenOther, ""
+}
+
+// ScreenFailure returns the error the agent shows on screen after the
+// last line holding since (the plan's dispatch line), for agents whose
+// errors no hook reports: Codex prints "■ <error>" and waits at its
+// prompt. An OpenAI error document is shortened to its type and message.
+func (p Profile) ScreenFailure(screen, since string) (string, bool) {
+	sc, ok := screens[p.screensName()]
+	if !ok || sc.failed == "" {
+		return "", false
+	}
+	i := strings.LastIndex(screen, since)
+	if i < 0 {
+		return "", false
+	}
+	for _, l := range strings.Split(screen[i:], "\n")[1:] {
+		msg, ok := strings.CutPrefix(strings.TrimLeft(l, " "), sc.failed)
+		if !ok {
+			continue
+		}
+		var doc struct {
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(msg), &doc) == nil && doc.Error.Message != "" {
+			msg = doc.Error.Message
+			if doc.Error.Type != "" {
+				msg = doc.Error.Type + ": " + msg
+			}
+		}
+		return strings.TrimSpace(msg), true
+	}
+	return "", false
 }
 
 // screensName is the built-in whose screens this profile shows: its own

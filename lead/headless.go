@@ -305,9 +305,45 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 		// a lost pane: the plan goes out once more, then fails.
 		return l.requeueOrFail(e, w, p, fmt.Sprintf("headless process %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log))
 	}
-	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log), now
+	how := strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid))
+	if p.State == PlanNeedsInput {
+		// The lead was told already why the run stopped (its turn ended
+		// without done, or it asked for a permission nobody can give a
+		// headless run): the exit ends the plan without waking it again.
+		p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("%s; headless agent ended (%s; output: %s)", p.Reason, how, log), now
+		l.log.Warn("headless agent ended after it stopped without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
+		return nil, "failed, lead already told: " + p.Reason
+	}
+	said := ""
+	if how != "exit status 0" {
+		if last := lastLogLine(filepath.Join(l.orchDir, LogsDir, logName(p.Name, p.Attempts))); last != "" {
+			said = ": " + last
+		}
+	}
+	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done%s (output: %s)", how, said, log), now
 	l.log.Warn("headless agent ended without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
 	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
+}
+
+// lastLogLine is the last non-blank line of a headless run's output (at
+// most its last 4 KiB are read), cleaned for a reason: what the agent said
+// last, often its error.
+func lastLogLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	buf := make([]byte, min(fi.Size(), 4096))
+	if _, err := f.ReadAt(buf, fi.Size()-int64(len(buf))); err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n\r\t "), "\n")
+	return event.Clean(strings.TrimSpace(lines[len(lines)-1]))
 }
 
 // capLog cuts a finished run's log to MaxLog: its first and last halves,

@@ -242,14 +242,22 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 			l.submit(ctx, w, p)
 		}
 	case p != nil && p.Worker == w.ID && (p.State == PlanDispatched || p.State == PlanRunning):
-		if kind, what := l.readScreen(ctx, w); kind == agent.ScreenDialog {
-			e := event.New(event.NeedsInput, p.Name, what, w.ID, hostname())
-			if cb, note := l.needsInput(e); cb != nil {
-				l.st.Outbox = append(l.st.Outbox, cb)
-				l.flushOutbox()
-			} else {
-				l.log.Debug(note)
-			}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		screen, err := l.tmux.Capture(cctx, w.Pane, 0)
+		cancel()
+		if err != nil || l.cfg.Profile == nil {
+			return
+		}
+		var cb *Callback
+		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog {
+			cb, _ = l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname()))
+		} else if msg, failed := l.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(p.Name)); failed {
+			cb, _ = l.agentFailed(event.New(event.Failed, p.Name, msg, w.ID, hostname()))
+		}
+		if cb != nil {
+			l.st.Outbox = append(l.st.Outbox, cb)
+			l.flushOutbox()
+			l.schedule(ctx)
 		}
 	}
 }
