@@ -75,6 +75,9 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 	}
 	if agentSpec != "" {
 		add(agentCheck(root, agentSpec))
+		if c, ok := asksCheck(root, agentSpec); ok {
+			add(c)
+		}
 	}
 	out = append(out, ProbeAgents(ctx, root, probe)...)
 	if root == "" {

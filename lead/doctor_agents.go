@@ -151,3 +151,23 @@ func agentCheck(root, spec string) Check {
 	}
 	return Check{Name: "agent", OK: true, Info: path + " (" + p.Label() + ")"}
 }
+
+// asksCheck says what a worker of spec will be asked (agent.Profile.Asks).
+func asksCheck(root, spec string) (Check, bool) {
+	cfg := config.Default()
+	if root != "" {
+		if c, err := config.Load(root); err == nil {
+			cfg = c
+		}
+	}
+	p, err := agent.Resolve(spec, cfg)
+	if err != nil {
+		return Check{}, false
+	}
+	dir := root
+	if cfg.Isolation == config.Worktree {
+		dir = WorktreeDir(root, "w1")
+	}
+	info, problem := p.Asks(agent.WorkerSpec{OrchDir: OrchDir(root), Root: root, Dir: dir, ID: "w1", Permissions: cfg.Permissions})
+	return Check{Name: "agent asks", OK: problem == "", Info: info, Fix: problem}, true
+}

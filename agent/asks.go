@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/orch-dev/orch/config"
+)
+
+// Asks says what a worker of this profile will be asked, and why, given
+// what Prepare does and what is on this machine: info for orch doctor, and
+// a problem (with its fix) when a worker would stop at a dialog orch
+// cannot prevent, such as a login.
+func (p Profile) Asks(w WorkerSpec) (info, problem string) {
+	perm := w.Permissions
+	if perm == "" {
+		perm = config.PermWorktree
+	}
+	switch p.Hooks {
+	case HooksClaude:
+		return claudeAsks(w, perm)
+	case HooksCodex:
+		return codexAsks(w, perm)
+	}
+	return "orch prepares nothing for " + p.Label() + ": whatever it asks waits in its pane (orch read, orch send)", ""
+}
+
+func claudeAsks(w WorkerSpec, perm string) (string, string) {
+	var says []string
+	problem := ""
+	userDir, _ := userClaudeDir(w)
+	switch {
+	case w.getenv("ANTHROPIC_API_KEY") != "":
+		says = append(says, "login: ANTHROPIC_API_KEY from the environment (approved for each worker, no key dialog)")
+	case w.getenv("ANTHROPIC_AUTH_TOKEN") != "" || w.getenv("CLAUDE_CODE_USE_BEDROCK") != "" || w.getenv("CLAUDE_CODE_USE_VERTEX") != "":
+		says = append(says, "login: the provider set in the environment")
+	case userDir != "" && exists(filepath.Join(userDir, ".credentials.json")):
+		says = append(says, "login: yours, copied from "+filepath.Join(userDir, ".credentials.json"))
+	default:
+		problem = "Claude Code has no login here: each worker would stop at its login screen. Log in once with claude (or set ANTHROPIC_API_KEY)"
+	}
+	says = append(says, "no onboarding, trust or fullscreen dialog (answered in each worker's own CLAUDE_CONFIG_DIR), auto-updater off")
+	switch perm {
+	case config.PermWorktree:
+		says = append(says, "permissions "+perm+": runs orch-notify and edits its own checkout without asking; any other command, and edits elsewhere, ask (the plan is needs-input, naming the command); allow more in the repo's .claude/settings.json")
+	case config.PermAgent:
+		says = append(says, "permissions "+perm+": your and the repo's Claude Code settings decide; orch-notify itself may ask")
+	case config.PermSkip:
+		says = append(says, "permissions "+perm+": asks nothing (--dangerously-skip-permissions)")
+		if os.Geteuid() == 0 && w.getenv("IS_SANDBOX") == "" {
+			problem = "Claude Code refuses --dangerously-skip-permissions as root: run orch as another user, or use permissions: worktree"
+		}
+	}
+	return strings.Join(says, "; "), problem
+}
+
+func codexAsks(w WorkerSpec, perm string) (string, string) {
+	var says []string
+	problem := ""
+	home := userCodexHome(w)
+	switch {
+	case home != "" && exists(filepath.Join(home, "auth.json")):
+		says = append(says, "login: yours, copied from "+filepath.Join(home, "auth.json"))
+	case home != "" && configHasProvider(filepath.Join(home, "config.toml")):
+		says = append(says, "login: the model provider of "+filepath.Join(home, "config.toml"))
+	case w.getenv("OPENAI_API_KEY") != "":
+		says = append(says, "login: OPENAI_API_KEY from the environment")
+	default:
+		problem = "Codex has no login here: each worker would stop at its sign-in screen. Run codex login once (or set a model_provider in ~/.codex/config.toml)"
+	}
+	says = append(says, "no trust dialog (the repo is trusted with -c), no update check, each worker its own CODEX_HOME")
+	switch perm {
+	case config.PermWorktree:
+		says = append(says, "permissions "+perm+": workspace-write sandbox with network access (for the broker on 127.0.0.1) and .orch/spool writable; a command outside the sandbox asks (the plan is needs-input, naming it)")
+	case config.PermAgent:
+		says = append(says, "permissions "+perm+": your Codex settings decide; under Codex's default sandbox orch-notify cannot reach the broker or the spool")
+	case config.PermSkip:
+		says = append(says, "permissions "+perm+": asks nothing, no sandbox (--dangerously-bypass-approvals-and-sandbox)")
+	}
+	return strings.Join(says, "; "), problem
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// configHasProvider says whether a Codex config.toml names a model
+// provider of its own (its login is that provider's key).
+func configHasProvider(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "model_provider") {
+			return true
+		}
+	}
+	return false
+}
