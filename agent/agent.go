@@ -205,7 +205,7 @@ func (p Profile) InstallHint() string {
 }
 
 // InteractiveCommand is the shell command a worker pane runs: the
-// interactive command and the hook arguments InstallHooks returned.
+// interactive command and the arguments Prepare returned.
 func (p Profile) InteractiveCommand(hookArgs string) string {
 	return join(p.Interactive, hookArgs)
 }

@@ -142,92 +142,182 @@ func TestCheckNamesTheMissingProgram(t *testing.T) {
 	}
 }
 
-func TestInstallHooksClaude(t *testing.T) {
-	orchDir := filepath.Join(t.TempDir(), ".orch")
+func TestPrepareClaude(t *testing.T) {
+	dir := t.TempDir()
+	orchDir := filepath.Join(dir, "repo", ".orch")
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	// The user's own files: their state (with another project's history),
+	// their login and settings.
+	userState := `{"userID":"u1","theme":"light","oauthAccount":{"emailAddress":"me@example.com"},"projects":{"/elsewhere":{"history":["secret prompt"]}},"numStartups":40}`
+	os.WriteFile(filepath.Join(home, ".claude.json"), []byte(userState), 0o600)
+	os.WriteFile(filepath.Join(home, ".claude", ".credentials.json"), []byte(`{"token":"t"}`), 0o600)
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"model":"opus"}`), 0o644)
+	env := map[string]string{"HOME": home, "ANTHROPIC_API_KEY": "sk-ant-0123456789-ABCDEFGHIJKLMNOPQRST"}
+	w := WorkerSpec{OrchDir: orchDir, Root: filepath.Join(dir, "repo"), Dir: filepath.Join(orchDir, "worktrees", "w2"), ID: "w2",
+		NotifyBin: "/opt/my tools/orch-notify", Getenv: func(k string) string { return env[k] }}
 	p, _ := Resolve("claude", nil)
-	notifyBin := "/opt/my tools/orch-notify"
-	args, err := p.InstallHooks(orchDir, "w2", notifyBin)
+	s, err := p.Prepare(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(orchDir, "agents", "w2", "claude-settings.json")
-	if args != "--settings "+Quote(path) {
-		t.Errorf("args = %q; want --settings %s", args, Quote(path))
+	settings := filepath.Join(orchDir, "agents", "w2", "claude-settings.json")
+	cfgDir := filepath.Join(orchDir, "agents", "w2", "claude")
+	if s.Args != "--settings "+Quote(settings) {
+		t.Errorf("args = %q", s.Args)
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
+	if s.Env["CLAUDE_CONFIG_DIR"] != cfgDir || s.Env["DISABLE_AUTOUPDATER"] != "1" {
+		t.Errorf("env = %v", s.Env)
+	}
+	for _, f := range []string{settings, filepath.Join(cfgDir, ".claude.json"), filepath.Join(cfgDir, ".credentials.json"), filepath.Join(cfgDir, "settings.json")} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %o; want 600", f, fi.Mode().Perm())
+		}
+	}
+	if di, _ := os.Stat(cfgDir); di.Mode().Perm() != 0o700 {
+		t.Errorf("config dir mode %o; want 700", di.Mode().Perm())
+	}
+	var st map[string]any
+	data, _ := os.ReadFile(filepath.Join(cfgDir, ".claude.json"))
+	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("settings mode %o; want 600", fi.Mode().Perm())
+	projects := st["projects"].(map[string]any)
+	for _, d := range []string{w.Root, w.Dir} {
+		if pr, _ := projects[d].(map[string]any); pr["hasTrustDialogAccepted"] != true {
+			t.Errorf("%s not trusted: %v", d, projects)
+		}
 	}
-	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o700 {
-		t.Errorf("settings directory mode %o; want 700", di.Mode().Perm())
+	if _, ok := projects["/elsewhere"]; ok || strings.Contains(string(data), "secret prompt") {
+		t.Errorf("the user's other projects were copied:\n%s", data)
 	}
-	var s struct {
+	approved := st["customApiKeyResponses"].(map[string]any)["approved"].([]any)
+	if len(approved) != 1 || approved[0] != "ABCDEFGHIJKLMNOPQRST" {
+		t.Errorf("approved keys %v; want the key's last 20 characters", approved)
+	}
+	if st["hasCompletedOnboarding"] != true || st["userID"] != "u1" || st["theme"] != "light" || st["fullscreenUpsellSeenCount"] != 3.0 || st["autoUpdates"] != false {
+		t.Errorf("state %v", st)
+	}
+	if _, ok := st["numStartups"]; ok {
+		t.Error("numStartups copied: only who the user is and what they answered are")
+	}
+	// The user's files are as they were.
+	if got, _ := os.ReadFile(filepath.Join(home, ".claude.json")); string(got) != userState {
+		t.Errorf("user's .claude.json changed: %s", got)
+	}
+	// The settings: hooks, acceptEdits, orch-notify allowed by path and name.
+	var set struct {
+		Permissions struct {
+			DefaultMode string   `json:"defaultMode"`
+			Allow       []string `json:"allow"`
+		} `json:"permissions"`
 		Hooks map[string][]struct {
-			Matcher *string `json:"matcher"`
-			Hooks   []struct {
+			Hooks []struct {
 				Type    string `json:"type"`
 				Command string `json:"command"`
 				Timeout int    `json:"timeout"`
 			} `json:"hooks"`
 		} `json:"hooks"`
 	}
-	data, _ := os.ReadFile(path)
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatalf("settings are not JSON: %v\n%s", err, data)
+	data, _ = os.ReadFile(settings)
+	if err := json.Unmarshal(data, &set); err != nil {
+		t.Fatal(err)
 	}
-	if len(s.Hooks) != len(ClaudeHookEvents) {
-		t.Errorf("hooks for %d events; want %v", len(s.Hooks), ClaudeHookEvents)
+	if set.Permissions.DefaultMode != "acceptEdits" || strings.Join(set.Permissions.Allow, ",") != "Bash(/opt/my tools/orch-notify:*),Bash(orch-notify:*)" {
+		t.Errorf("permissions %+v", set.Permissions)
+	}
+	if len(set.Hooks) != len(ClaudeHookEvents) {
+		t.Errorf("hooks for %d events; want %v", len(set.Hooks), ClaudeHookEvents)
 	}
 	for _, ev := range ClaudeHookEvents {
-		m := s.Hooks[ev]
-		if len(m) != 1 || len(m[0].Hooks) != 1 {
-			t.Fatalf("%s: %+v; want one command hook", ev, m)
-		}
-		h := m[0].Hooks[0]
-		if h.Type != "command" || h.Command != "'/opt/my tools/orch-notify' hook claude" || h.Timeout <= 0 {
-			t.Errorf("%s: hook %+v", ev, h)
+		m := set.Hooks[ev]
+		if len(m) != 1 || len(m[0].Hooks) != 1 || m[0].Hooks[0].Command != "'/opt/my tools/orch-notify' hook claude" || m[0].Hooks[0].Timeout <= 0 {
+			t.Errorf("%s: %+v; want one orch-notify hook", ev, m)
 		}
 	}
-	// Nothing secret: no credentials, no broker URL, no token.
-	for _, secret := range []string{"SU", "nats://", "ORCH_TOKEN", "creds"} {
+	for _, secret := range []string{"SU", "nats://", "ORCH_TOKEN", "creds", "sk-ant"} {
 		if strings.Contains(string(data), secret) {
 			t.Errorf("settings file holds %q:\n%s", secret, data)
 		}
 	}
-	// Installing again (a pane restarted) rewrites the same file.
-	if again, err := p.InstallHooks(orchDir, "w2", notifyBin); err != nil || again != args {
-		t.Errorf("second install = %q, %v", again, err)
+	// A second start keeps what Claude Code wrote, and approves the key once.
+	st["numStartups"] = 7.0
+	data, _ = json.Marshal(st)
+	os.WriteFile(filepath.Join(cfgDir, ".claude.json"), data, 0o600)
+	if _, err := p.Prepare(w); err != nil {
+		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
-		t.Errorf("agents/w2 holds %d files; want 1 (no temporary files left)", len(entries))
+	data, _ = os.ReadFile(filepath.Join(cfgDir, ".claude.json"))
+	json.Unmarshal(data, &st)
+	if st["numStartups"] != 7.0 || len(st["customApiKeyResponses"].(map[string]any)["approved"].([]any)) != 1 {
+		t.Errorf("second start: %s", data)
+	}
+	// permissions: agent adds none; skip adds the flag and accepts its warning.
+	w.Permissions = config.PermAgent
+	p.Prepare(w)
+	data, _ = os.ReadFile(settings)
+	if strings.Contains(string(data), "permissions") {
+		t.Errorf("permissions: agent wrote permissions:\n%s", data)
+	}
+	w.Permissions = config.PermSkip
+	if s, _ := p.Prepare(w); !strings.HasSuffix(s.Args, " --dangerously-skip-permissions") {
+		t.Errorf("skip: args %q", s.Args)
 	}
 }
 
-func TestInstallHooksCodexAndNone(t *testing.T) {
-	orchDir := filepath.Join(t.TempDir(), ".orch")
+func TestPrepareCodex(t *testing.T) {
+	dir := t.TempDir()
+	orchDir := filepath.Join(dir, `re"po`, ".orch")
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o755)
+	os.WriteFile(filepath.Join(home, ".codex", "auth.json"), []byte(`{"k":1}`), 0o600)
+	os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte("model = \"gpt-5.5\"\n"), 0o644)
+	w := WorkerSpec{OrchDir: orchDir, Root: filepath.Dir(orchDir), Dir: filepath.Join(orchDir, "worktrees", "w1"), ID: "w1",
+		NotifyBin: "/bin/orch-notify", Getenv: func(k string) string { return map[string]string{"HOME": home}[k] }}
 	p, _ := Resolve("codex", nil)
-	args, err := p.InstallHooks(orchDir, "w1", `/bin/orch "x"/orch-notify`)
+	s, err := p.Prepare(w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `-c 'notify=["/bin/orch \"x\"/orch-notify", "hook", "codex"]'`
-	if args != want {
-		t.Errorf("codex hook args = %s; want %s", args, want)
+	codexHome := filepath.Join(orchDir, "agents", "w1", "codex")
+	if s.Env["CODEX_HOME"] != codexHome {
+		t.Errorf("env %v", s.Env)
 	}
-	if _, err := os.Stat(orchDir); !os.IsNotExist(err) {
-		t.Errorf("codex hooks wrote into %s", orchDir)
+	root := filepath.Dir(orchDir)
+	rootTOML := strings.ReplaceAll(root, `"`, `\"`)
+	for _, want := range []string{
+		`-c 'notify=["/bin/orch-notify", "hook", "codex"]'`,
+		`-c 'projects={"` + rootTOML + `"={trust_level="trusted"},"` + rootTOML + `/.orch/worktrees/w1"={trust_level="trusted"}}'`,
+		`-c 'sandbox_mode="workspace-write"'`,
+		`-c 'sandbox_workspace_write.network_access=true'`,
+		`-c 'sandbox_workspace_write.writable_roots=["` + rootTOML + `/.orch/spool"]'`,
+		`-c 'features.daemon_auto_start=false'`,
+		`-c 'check_for_update_on_startup=false'`,
+		`-c 'disable_paste_burst=true'`,
+	} {
+		if !strings.Contains(s.Args, want) {
+			t.Errorf("args lack %s:\n%s", want, s.Args)
+		}
+	}
+	for _, f := range []string{"auth.json", "config.toml"} {
+		fi, err := os.Stat(filepath.Join(codexHome, f))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s not copied with mode 600: %v", f, err)
+		}
+	}
+	w.Permissions = config.PermSkip
+	s, _ = p.Prepare(w)
+	if strings.Contains(s.Args, "sandbox_mode") || !strings.Contains(s.Args, "--dangerously-bypass-approvals-and-sandbox") {
+		t.Errorf("skip: %s", s.Args)
 	}
 	for _, name := range []string{"gemini", "aider", "some-command"} {
 		p, _ := Resolve(name, nil)
-		if args, err := p.InstallHooks(orchDir, "w1", "orch-notify"); args != "" || err != nil {
-			t.Errorf("%s: InstallHooks = %q, %v; want nothing", name, args, err)
+		if s, err := p.Prepare(w); s.Args != "" || len(s.Env) != 0 || err != nil {
+			t.Errorf("%s: Prepare = %+v, %v; want nothing", name, s, err)
 		}
-	}
-	if got := p.InteractiveCommand(args); got != "codex "+want {
-		t.Errorf("InteractiveCommand = %s", got)
 	}
 }

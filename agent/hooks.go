@@ -25,31 +25,6 @@ var ClaudeHookEvents = []string{"Notification", "PermissionRequest", "SessionSta
 // on the broker after ORCH_NOTIFY_TIMEOUT (3s) and spools the event.
 const claudeHookTimeout = 30
 
-// InstallHooks prepares the profile's hooks for one worker and returns
-// the arguments to add to the agent's command line (already shell-quoted),
-// or "" for a profile without hooks. notifyBin is the orch-notify the hooks
-// run.
-//
-// Claude Code: writes .orch/agents/<worker>/claude-settings.json (mode
-// 0600) and returns --settings <that file>, so nothing is written into the
-// worktree or ~/.claude. Codex: writes nothing and returns
-// -c notify=[<orch-notify>, "hook", "codex"] (Codex appends its JSON).
-func (p Profile) InstallHooks(orchDir, worker, notifyBin string) (string, error) {
-	switch p.Hooks {
-	case "":
-		return "", nil
-	case HooksClaude:
-		path, err := WriteClaudeSettings(orchDir, worker, notifyBin, config.PermWorktree)
-		if err != nil {
-			return "", err
-		}
-		return "--settings " + Quote(path), nil
-	case HooksCodex:
-		return "-c " + Quote("notify="+tomlArray(notifyBin, "hook", "codex")), nil
-	}
-	return "", fmt.Errorf("%s: hooks %q: want %s, %s or nothing", p.Label(), p.Hooks, HooksClaude, HooksCodex)
-}
-
 // ClaudeSettingsPath is where a worker's Claude Code settings are written.
 func ClaudeSettingsPath(orchDir, worker string) string {
 	return filepath.Join(orchDir, AgentsDir, worker, ClaudeSettingsFile)

@@ -132,3 +132,18 @@ func TestSpoolRoundTripOldestFirst(t *testing.T) {
 		t.Errorf("spool dir mode: %v %v, want 0700", fi.Mode().Perm(), err)
 	}
 }
+
+func TestDispatchedPlan(t *testing.T) {
+	for text, want := range map[string]string{
+		"Read plans/fix-auth/PLAN.md and execute it exactly. First run orch-notify started fix-auth.":         "fix-auth",
+		"noise Read plans/a b/PLAN.md and execute it exactly. Read plans/b.2/PLAN.md and execute it exactly.": "b.2",
+		"Read plans/../PLAN.md and execute it exactly.":                                                       "",
+		"Read plans/x/PLAN.md and do something else.":                                                         "",
+		"yes, go on": "",
+		"":           "",
+	} {
+		if got := DispatchedPlan(text); got != want {
+			t.Errorf("DispatchedPlan(%q) = %q; want %q", text, got, want)
+		}
+	}
+}

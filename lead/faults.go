@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/plans"
 )
@@ -153,6 +154,17 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 	screen, err := l.tmux.Capture(ctx, w.Pane, 0)
 	if err != nil {
 		screen = "(pane unreadable: " + err.Error() + ")"
+	}
+	if l.cfg.Profile != nil {
+		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog {
+			// A dialog holds the line: the worker waits for a person, it
+			// is not dead, and nothing more is typed into the dialog.
+			if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, event.Clean(what), w.ID, hostname())); cb != nil {
+				l.st.Outbox = append(l.st.Outbox, cb)
+				l.flushOutbox()
+			}
+			return
+		}
 	}
 	shown := strings.Contains(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(p.Name))
 	if !c.resent && !p.Resent {

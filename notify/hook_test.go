@@ -129,6 +129,26 @@ func TestCodexHookEvent(t *testing.T) {
 	if err != nil || !send || e.Kind != event.Idle || e.Worker != "w1" || e.Plan != "" {
 		t.Errorf("agent-turn-complete: %+v, %v, %v; want idle from w1", e, send, err)
 	}
+	// As Codex 0.171.0 sends them: the plan's turn (its input is the
+	// dispatch line), the task-title side thread (its input quotes it),
+	// a person's follow-up in a plan's worktree.
+	root := repoWithOrch(t)
+	wt := worktreeOnPlan(t, root, "p7")
+	line := `Read plans/p1/PLAN.md and execute it exactly. First run /x/orch-notify started p1. Write plans/p1/RESULT.md.`
+	for _, tt := range []struct {
+		name, json string
+		send       bool
+		plan       string
+	}{
+		{"the plan's turn", `{"type":"agent-turn-complete","cwd":"` + wt + `","client":"codex-tui","input-messages":["` + line + `"],"last-assistant-message":"Finished p1."}`, true, "p1"},
+		{"title thread", `{"type":"agent-turn-complete","cwd":"` + wt + `","input-messages":["Generate a concise, single-line task title of at most 36 characters.\n\nUser prompt:\n` + line + `"],"last-assistant-message":"{\"title\":\"x\"}"}`, false, ""},
+		{"a person's follow-up", `{"type":"agent-turn-complete","cwd":"` + wt + `","input-messages":["go on"]}`, true, "p7"},
+	} {
+		e, send, err := CodexHookEvent([]byte(tt.json), "w2")
+		if err != nil || send != tt.send || (send && (e.Plan != tt.plan || e.Kind != event.Idle)) {
+			t.Errorf("%s: %+v, send %v, err %v; want send %v plan %q", tt.name, e, send, err, tt.send, tt.plan)
+		}
+	}
 	if _, send, err := CodexHookEvent([]byte(`{"type":"approval-requested"}`), "w1"); send || err != nil {
 		t.Errorf("other type: send %v, err %v; want nothing", send, err)
 	}
