@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -169,7 +170,10 @@ func TestPrepareClaude(t *testing.T) {
 	if s.Env["CLAUDE_CONFIG_DIR"] != cfgDir || s.Env["DISABLE_AUTOUPDATER"] != "1" {
 		t.Errorf("env = %v", s.Env)
 	}
-	for _, f := range []string{settings, filepath.Join(cfgDir, ".claude.json"), filepath.Join(cfgDir, ".credentials.json"), filepath.Join(cfgDir, "settings.json")} {
+	if target, err := os.Readlink(filepath.Join(cfgDir, ".credentials.json")); err != nil || target != filepath.Join(home, ".claude", ".credentials.json") {
+		t.Errorf("credentials: %q, %v; want a link to the user's (one refresh token for all)", target, err)
+	}
+	for _, f := range []string{settings, filepath.Join(cfgDir, ".claude.json"), filepath.Join(cfgDir, "settings.json")} {
 		fi, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
@@ -214,6 +218,7 @@ func TestPrepareClaude(t *testing.T) {
 		Permissions struct {
 			DefaultMode string   `json:"defaultMode"`
 			Allow       []string `json:"allow"`
+			Deny        []string `json:"deny"`
 		} `json:"permissions"`
 		Hooks map[string][]struct {
 			Hooks []struct {
@@ -227,7 +232,11 @@ func TestPrepareClaude(t *testing.T) {
 	if err := json.Unmarshal(data, &set); err != nil {
 		t.Fatal(err)
 	}
-	if set.Permissions.DefaultMode != "acceptEdits" || strings.Join(set.Permissions.Allow, ",") != "Bash(/opt/my tools/orch-notify:*),Bash(orch-notify:*)" {
+	if set.Permissions.DefaultMode != "acceptEdits" || strings.Join(set.Permissions.Allow, ",") != "Bash(/opt/my tools/orch-notify:*),Bash(orch-notify:*)" ||
+		!slices.Contains(set.Permissions.Deny, "Edit(/"+orchDir+"/state.json)") || !slices.Contains(set.Permissions.Deny, "Edit(/"+orchDir+"/agents/**)") ||
+		slices.ContainsFunc(set.Permissions.Deny, func(r string) bool {
+			return strings.Contains(r, "worktrees") || strings.HasSuffix(r, ".orch/**)") || strings.HasSuffix(r, "/*)")
+		}) {
 		t.Errorf("permissions %+v", set.Permissions)
 	}
 	if len(set.Hooks) != len(ClaudeHookEvents) {
@@ -239,7 +248,7 @@ func TestPrepareClaude(t *testing.T) {
 			t.Errorf("%s: %+v; want one orch-notify hook", ev, m)
 		}
 	}
-	for _, secret := range []string{"SU", "nats://", "ORCH_TOKEN", "creds", "sk-ant"} {
+	for _, secret := range []string{"SU", "nats://", "ORCH_TOKEN", ".seed", ".creds", ".nk", "sk-ant"} {
 		if strings.Contains(string(data), secret) {
 			t.Errorf("settings file holds %q:\n%s", secret, data)
 		}
@@ -260,8 +269,8 @@ func TestPrepareClaude(t *testing.T) {
 	w.Permissions = config.PermAgent
 	p.Prepare(w)
 	data, _ = os.ReadFile(settings)
-	if strings.Contains(string(data), "permissions") {
-		t.Errorf("permissions: agent wrote permissions:\n%s", data)
+	if strings.Contains(string(data), "allow") || strings.Contains(string(data), "defaultMode") {
+		t.Errorf("permissions: agent allowed something:\n%s", data)
 	}
 	w.Permissions = config.PermSkip
 	if s, _ := p.Prepare(w); !strings.HasSuffix(s.Args, " --dangerously-skip-permissions") {
@@ -303,11 +312,11 @@ func TestPrepareCodex(t *testing.T) {
 			t.Errorf("args lack %s:\n%s", want, s.Args)
 		}
 	}
-	for _, f := range []string{"auth.json", "config.toml"} {
-		fi, err := os.Stat(filepath.Join(codexHome, f))
-		if err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s not copied with mode 600: %v", f, err)
-		}
+	if fi, err := os.Stat(filepath.Join(codexHome, "config.toml")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config.toml not copied with mode 600: %v", err)
+	}
+	if target, err := os.Readlink(filepath.Join(codexHome, "auth.json")); err != nil || target != filepath.Join(home, ".codex", "auth.json") {
+		t.Errorf("auth.json: %q, %v; want a link to the user's", target, err)
 	}
 	w.Permissions = config.PermSkip
 	s, _ = p.Prepare(w)
@@ -318,6 +327,19 @@ func TestPrepareCodex(t *testing.T) {
 		p, _ := Resolve(name, nil)
 		if s, err := p.Prepare(w); s.Args != "" || len(s.Env) != 0 || err != nil {
 			t.Errorf("%s: Prepare = %+v, %v; want nothing", name, s, err)
+		}
+	}
+}
+
+func TestTOMLString(t *testing.T) {
+	for in, want := range map[string]string{
+		`/a b/"x"\y`: `"/a b/\"x\"\\y"`,
+		"tab\there":  `"tab\u0009here"`,
+		"nl\n\x1b":   `"nl\u000A\u001B"`,
+		"ünï":        `"ünï"`,
+	} {
+		if got := tomlString(in); got != want {
+			t.Errorf("tomlString(%q) = %s; want %s", in, got, want)
 		}
 	}
 }

@@ -33,10 +33,12 @@ func claudeAsks(w WorkerSpec, perm string) (string, string) {
 	switch {
 	case w.getenv("ANTHROPIC_API_KEY") != "":
 		says = append(says, "login: ANTHROPIC_API_KEY from the environment (approved for each worker, no key dialog)")
+	case w.getenv("CLAUDE_CODE_OAUTH_TOKEN") != "":
+		says = append(says, "login: CLAUDE_CODE_OAUTH_TOKEN from the environment")
 	case w.getenv("ANTHROPIC_AUTH_TOKEN") != "" || w.getenv("CLAUDE_CODE_USE_BEDROCK") != "" || w.getenv("CLAUDE_CODE_USE_VERTEX") != "":
 		says = append(says, "login: the provider set in the environment")
 	case userDir != "" && exists(filepath.Join(userDir, ".credentials.json")):
-		says = append(says, "login: yours, copied from "+filepath.Join(userDir, ".credentials.json"))
+		says = append(says, "login: yours, linked from "+filepath.Join(userDir, ".credentials.json")+" (one login for all workers; for a long-lived one, claude setup-token and CLAUDE_CODE_OAUTH_TOKEN)")
 	default:
 		problem = "Claude Code has no login here: each worker would stop at its login screen. Log in once with claude (or set ANTHROPIC_API_KEY)"
 	}
@@ -61,7 +63,7 @@ func codexAsks(w WorkerSpec, perm string) (string, string) {
 	home := userCodexHome(w)
 	switch {
 	case home != "" && exists(filepath.Join(home, "auth.json")):
-		says = append(says, "login: yours, copied from "+filepath.Join(home, "auth.json"))
+		says = append(says, "login: yours, linked from "+filepath.Join(home, "auth.json")+" (one login for all workers)")
 	case home != "" && configHasProvider(filepath.Join(home, "config.toml")):
 		says = append(says, "login: the model provider of "+filepath.Join(home, "config.toml"))
 	case w.getenv("OPENAI_API_KEY") != "":

@@ -15,8 +15,8 @@ import (
 const CodexHomeDir = "codex"
 
 // prepareCodex seeds the worker's CODEX_HOME from the user's (their login,
-// auth.json, and their config.toml: providers, model, notices already
-// answered) and returns the -c overrides a Codex worker runs with:
+// auth.json, linked; their config.toml, copied: providers, model, notices
+// already answered) and returns the -c overrides a Codex worker runs with:
 //   - notify: orch-notify hook codex, told of every turn's end;
 //   - the repo root and the worker's checkout trusted (Codex keys trust by
 //     the repository root; the inline-table form is the one its -c parser
@@ -38,10 +38,13 @@ func prepareCodex(w WorkerSpec, perm string) (Setup, error) {
 		return Setup{}, fmt.Errorf("codex home for %s: %w", w.ID, err)
 	}
 	if user := userCodexHome(w); user != "" {
-		for _, name := range []string{"auth.json", "config.toml"} {
-			if err := copyNewer(filepath.Join(user, name), filepath.Join(home, name)); err != nil {
-				return Setup{}, fmt.Errorf("codex home for %s: %w", w.ID, err)
-			}
+		// The login is linked (one refresh token for all, see linkLogin),
+		// the configuration copied.
+		if err := linkLogin(filepath.Join(user, "auth.json"), filepath.Join(home, "auth.json")); err != nil {
+			return Setup{}, fmt.Errorf("codex home for %s: %w", w.ID, err)
+		}
+		if err := copyNewer(filepath.Join(user, "config.toml"), filepath.Join(home, "config.toml")); err != nil {
+			return Setup{}, fmt.Errorf("codex home for %s: %w", w.ID, err)
 		}
 	}
 	c := []string{

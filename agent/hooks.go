@@ -17,6 +17,15 @@ const (
 	ClaudeSettingsFile = "claude-settings.json" // passed to claude with --settings
 )
 
+// OrchPrivateDirs are the folders of .orch/ that are the lead's, not a
+// worker's (its worktree is .orch/worktrees/<wN>): a worker's agent must
+// not edit them without asking. lead's tests check the list against the
+// folders it makes.
+var OrchPrivateDirs = []string{AgentsDir, "creds", "gates", "integrate", "jetstream", "logs", "spool"}
+
+// OrchPrivateFiles are the lead's files directly in .orch/.
+var OrchPrivateFiles = []string{"broker.json", "git.lock", "serve.lock", "state.json"}
+
 // ClaudeHookEvents are the Claude Code hook events orch installs, each
 // calling orch-notify hook claude with the hook's JSON on stdin.
 var ClaudeHookEvents = []string{"Notification", "PermissionRequest", "SessionStart", "Stop", "StopFailure", "UserPromptSubmit"}
@@ -43,6 +52,7 @@ type claudeMatcher struct {
 type claudePermissions struct {
 	DefaultMode string   `json:"defaultMode,omitempty"`
 	Allow       []string `json:"allow,omitempty"`
+	Deny        []string `json:"deny,omitempty"`
 }
 
 type claudeSettings struct {
@@ -57,7 +67,11 @@ type claudeSettings struct {
 // directory (acceptEdits) without asking; anything else still asks. It
 // holds no secret: orch-notify finds the broker and credentials from the
 // pane's environment.
-func ClaudeSettings(notifyBin, permissions string) []byte {
+//
+// orchDir's files (the worker's own hooks and settings, the spool, the
+// credentials) are never edited without asking, whatever the mode: in
+// shared isolation they are inside the agent's working directory.
+func ClaudeSettings(notifyBin, permissions, orchDir string) []byte {
 	cmd := claudeCommand{Type: "command", Command: Quote(notifyBin) + " hook claude", Timeout: claudeHookTimeout}
 	s := claudeSettings{Hooks: map[string][]claudeMatcher{}}
 	for _, ev := range ClaudeHookEvents {
@@ -70,6 +84,22 @@ func ClaudeSettings(notifyBin, permissions string) []byte {
 		}
 		s.Permissions = &claudePermissions{DefaultMode: "acceptEdits", Allow: allow}
 	}
+	if orchDir != "" && permissions != config.PermSkip {
+		if s.Permissions == nil {
+			s.Permissions = &claudePermissions{}
+		}
+		// Claude Code's rule form for an absolute path starts with "//";
+		// the worktrees under .orch/worktrees are the workers' own.
+		d := "/" + filepath.Clean(orchDir)
+		// (A rule ending in "/*" matches deeper paths too: each private
+		// file and folder is named.)
+		for _, f := range OrchPrivateFiles {
+			s.Permissions.Deny = append(s.Permissions.Deny, "Edit("+d+"/"+f+")")
+		}
+		for _, sub := range OrchPrivateDirs {
+			s.Permissions.Deny = append(s.Permissions.Deny, "Edit("+d+"/"+sub+"/**)")
+		}
+	}
 	data, _ := json.MarshalIndent(s, "", "  ") // cannot fail: strings and ints
 	return append(data, '\n')
 }
@@ -81,7 +111,7 @@ func WriteClaudeSettings(orchDir, worker, notifyBin, permissions string) (string
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("claude hooks for %s: %w", worker, err)
 	}
-	if err := atomicfile.Write(path, ClaudeSettings(notifyBin, permissions), 0o600); err != nil {
+	if err := atomicfile.Write(path, ClaudeSettings(notifyBin, permissions, orchDir), 0o600); err != nil {
 		return "", fmt.Errorf("claude hooks for %s: %w", worker, err)
 	}
 	return path, nil
@@ -96,8 +126,22 @@ func tomlArray(items ...string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// tomlString writes s as a TOML basic string.
+// tomlString writes s as a TOML basic string: quotes, backslashes and
+// every control character escaped.
 func tomlString(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\r", `\r`)
-	return `"` + r.Replace(s) + `"`
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -202,15 +202,42 @@ func seedClaude(dir string, w WorkerSpec, perm string) error {
 	if userDir == "" {
 		return nil
 	}
-	// The user's login and settings: copied when newer than the worker's
-	// copy (a token the worker's agent refreshed is not overwritten by an
-	// older one).
-	for _, name := range []string{".credentials.json", "settings.json", "CLAUDE.md"} {
+	// The user's login is linked, not copied: an OAuth refresh token is
+	// good once, so N copies refreshed apart would log each other (and
+	// the user) out; one file written in place is shared. Settings are
+	// copied when newer than the worker's copy.
+	if err := linkLogin(filepath.Join(userDir, ".credentials.json"), filepath.Join(dir, ".credentials.json")); err != nil {
+		return err
+	}
+	for _, name := range []string{"settings.json", "CLAUDE.md"} {
 		if err := copyNewer(filepath.Join(userDir, name), filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// linkLogin makes dst a symbolic link to the user's login file src, when
+// src is a regular file and dst is missing or a link. A dst that is a
+// file of its own (the agent replaced the link when it saved a token) is
+// left alone: it is the worker's login now.
+func linkLogin(src, dst string) error {
+	si, err := os.Stat(src)
+	if err != nil || !si.Mode().IsRegular() {
+		return nil
+	}
+	if di, err := os.Lstat(dst); err == nil {
+		if di.Mode()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		if t, err := os.Readlink(dst); err == nil && t == src {
+			return nil
+		}
+		if err := os.Remove(dst); err != nil {
+			return err
+		}
+	}
+	return os.Symlink(src, dst)
 }
 
 func readJSON(path string, v any) error {

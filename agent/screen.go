@@ -30,7 +30,10 @@ type dialog struct {
 // screens are the known screens of the built-in profiles. The markers were
 // read off the real programs (the versions the README names).
 var screens = map[string]struct {
-	prompt  []string // any of these on the screen (and no dialog) is the prompt
+	prompt []string // any of these on the screen (and no dialog) is the prompt
+	// late are prompt markers trusted only at the start deadline, for an
+	// agent whose readiness comes from a hook that may have been missed.
+	late    []string
 	dialogs []dialog
 	// failed starts the line an agent shows when its turn ended on an
 	// error that no hook reports (Codex: "■ <error>").
@@ -40,6 +43,7 @@ var screens = map[string]struct {
 	// on screen comes before it takes a typed Enter); the screen only
 	// tells its dialogs.
 	"claude": {
+		late: []string{"accept edits on", "? for shortcuts"},
 		dialogs: []dialog{
 			{"Do you trust the files in this folder?", "Claude Code asks whether to trust this folder"},
 			{"Is this a project you created or one you trust", "Claude Code asks whether to trust this folder"},
@@ -58,7 +62,7 @@ var screens = map[string]struct {
 	// Codex shows its composer's placeholder once it takes input (also
 	// behind a dialog, which is checked first).
 	"codex": {
-		prompt: []string{"Ask Codex to do anything"},
+		prompt: []string{"Ask Codex to do anything", "? for shortcuts"},
 		failed: "■ ",
 		dialogs: []dialog{
 			{"Do you trust the contents of this directory?", "Codex asks whether to trust this folder"},
@@ -109,8 +113,8 @@ func (p Profile) ScreenFailure(screen, since string) (string, bool) {
 	}
 	for _, l := range strings.Split(screen[i:], "\n")[1:] {
 		msg, ok := strings.CutPrefix(strings.TrimLeft(l, " "), sc.failed)
-		if !ok {
-			continue
+		if !ok || strings.HasPrefix(msg, "Conversation interrupted") {
+			continue // a person pressed Esc: not an error, the turn's end says the rest
 		}
 		var doc struct {
 			Error struct {
@@ -146,8 +150,32 @@ func (p Profile) screensName() string {
 
 // WaitsForPrompt says whether orch waits for this profile's agent to reach
 // its prompt before typing: profiles whose prompt orch knows from a hook
-// (Claude Code's SessionStart) or from the screen.
-func (p Profile) WaitsForPrompt() bool { return p.screensName() != "" }
+// (Claude Code's SessionStart) or from the screen (Codex). Others (Gemini
+// CLI, aider, plain commands) are typed into as soon as their pane is up.
+func (p Profile) WaitsForPrompt() bool {
+	sc, ok := screens[p.screensName()]
+	return ok && (len(sc.prompt) > 0 || p.ReadyFromHook())
+}
+
+// PromptLate says whether screen shows the agent's prompt by the markers
+// trusted at the start deadline (its hook may have been missed).
+func (p Profile) PromptLate(screen string) bool {
+	sc := screens[p.screensName()]
+	for _, m := range append(append([]string(nil), sc.prompt...), sc.late...) {
+		if strings.Contains(screen, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// ScreenAsks says whether orch reads a running plan's screen for dialogs:
+// for agents whose hooks do not report their permission prompts (Codex);
+// Claude Code's PermissionRequest does, naming the command.
+func (p Profile) ScreenAsks() bool {
+	_, ok := screens[p.screensName()]
+	return ok && p.Hooks != HooksClaude
+}
 
 // ReadyFromHook says whether the agent's hooks say when it is up (Claude
 // Code's SessionStart; a dialog on screen still holds it back).

@@ -95,11 +95,31 @@ func TestScreenFailure(t *testing.T) {
 	if _, ok := codex.ScreenFailure(codexError, "plans/p3/PLAN.md"); ok {
 		t.Error("p3 is not on the screen: no failure")
 	}
-	if msg, ok := codex.ScreenFailure("› Read plans/x/PLAN.md\n■ Conversation interrupted\n", "plans/x/PLAN.md"); !ok || msg != "Conversation interrupted" {
+	if msg, ok := codex.ScreenFailure("› Read plans/x/PLAN.md\n■ stream disconnected before completion\n", "plans/x/PLAN.md"); !ok || msg != "stream disconnected before completion" {
 		t.Errorf("plain text error: %q, %v", msg, ok)
+	}
+	if msg, ok := codex.ScreenFailure("› Read plans/x/PLAN.md\n■ Conversation interrupted - tell the model what to do differently.\n", "plans/x/PLAN.md"); ok {
+		t.Errorf("an interruption by a person is no failure: %q", msg)
 	}
 	claude, _ := Resolve("claude", nil)
 	if _, ok := claude.ScreenFailure(codexError, "plans/p1/PLAN.md"); ok {
 		t.Error("Claude Code's failures come from its StopFailure hook, not the screen")
+	}
+}
+
+func TestWaitsForPrompt(t *testing.T) {
+	for name, want := range map[string]bool{"claude": true, "codex": true, "gemini": false, "aider": false, "my-agent --tui": false} {
+		p, _ := Resolve(name, nil)
+		if got := p.WaitsForPrompt(); got != want {
+			t.Errorf("%s: WaitsForPrompt = %v; want %v", name, got, want)
+		}
+	}
+	claude, _ := Resolve("claude", nil)
+	if !claude.PromptLate(claudePrompt) || claude.PromptLate(claudeTrust) {
+		t.Error("Claude Code's prompt, at the deadline: seen on its prompt screen only")
+	}
+	codex, _ := Resolve("codex", nil)
+	if claude.ScreenAsks() || !codex.ScreenAsks() {
+		t.Error("only Codex's running screens are read for dialogs")
 	}
 }

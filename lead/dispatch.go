@@ -20,6 +20,9 @@ func DispatchLine(name, notify string) (string, error) {
 	if notify == "" {
 		notify = "orch-notify"
 	}
+	if strings.ContainsAny(notify, "\n\r") {
+		return "", fmt.Errorf("orch-notify's path %q spans lines: move orch-notify to a folder without a newline in its name", notify)
+	}
 	if strings.ContainsAny(notify, " \t\n\r'\"$`\\;&|<>(){}*?[]#~") {
 		notify = ShellQuote(notify)
 	}

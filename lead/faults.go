@@ -102,7 +102,10 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 		return nil, "ignored: " + w.ID + " runs a process now"
 	}
 	if w.Plan == e.Plan && w.PID == 0 {
-		w.State, w.Plan, w.Since = WorkerIdle, "", l.cfg.Now().UTC()
+		w.Plan = ""
+		if !w.Starting { // a new pane's agent not at its prompt yet stays busy
+			w.State, w.Since = WorkerIdle, l.cfg.Now().UTC()
+		}
 	}
 	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
 		return nil, "ignored: plan " + e.Plan + " no longer held by " + w.ID
@@ -251,24 +254,39 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 	if err := l.checkPane(ctx, w); err != nil {
 		return err
 	}
-	if !l.waitsForPrompt() || !l.screenWatch.Load() {
+	p := l.st.Plans[plan]
+	if w.Starting && p != nil {
+		// The agent is not at its prompt yet: the line goes in once it is
+		// (resumeLine).
+		p.Waiting = true
+		return l.save()
+	}
+	if !l.waitsForPrompt() || !l.screenWatch.Load() || p == nil {
 		return l.tmux.SendLine(ctx, w.Pane, line)
 	}
 	// An agent's input box may take the Enter of a fast send-keys as part
 	// of the text, or drop it: type the text, and press Enter once the
-	// line shows on the screen (screenChanged), or after echoTimeout.
-	if p := l.st.Plans[plan]; p != nil {
-		p.Typed = true
-		if err := l.save(); err != nil {
-			return err
-		}
+	// line shows on the screen one more time than before (screenChanged),
+	// or after echoTimeout.
+	p.Typed, p.Echo = true, 0
+	if screen, err := l.capture(ctx, w); err == nil {
+		p.Echo = countLine(screen, plan)
+	}
+	if err := l.save(); err != nil {
+		return err
 	}
 	if err := l.tmux.SendText(ctx, w.Pane, line); err != nil {
 		return err
 	}
-	c := startCheck{worker: w.ID, echo: plan}
-	time.AfterFunc(echoTimeout, func() { send(l, l.starts, c) })
+	l.armEcho(w, p)
 	return nil
+}
+
+// armEcho arms the one timer that presses Enter for p's typed line if it
+// never shows on the screen.
+func (l *Loop) armEcho(w *Worker, p *Plan) {
+	c := startCheck{worker: w.ID, echo: p.Name, attempt: p.Attempts}
+	time.AfterFunc(echoTimeout, func() { send(l, l.starts, c) })
 }
 
 // checkPane proves that w's pane is w's: a live pane whose @orch_worker

@@ -81,10 +81,14 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		}
 		has = true
 		l.watchPane(id, pane, pid)
+		w.Starting, w.Asked = false, ""
 		if p := l.st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == id {
 			// Only its setup was running, in the worktree (which outlives
 			// the pane): it runs again, and this pane gets the line.
 			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
+			if l.waitsForPrompt() {
+				l.starting(w, now)
+			}
 			continue
 		}
 		if w.Plan != "" {
@@ -94,11 +98,13 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			// into the stream behind those, and the loop decides then.
 			l.lost = append(l.lost, lostPlan{worker: id, pane: w.Pane, plan: w.Plan, attempt: l.attemptOf(w.Plan)})
 			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
+			if l.waitsForPrompt() {
+				l.starting(w, now)
+			}
 			l.log.Info("worker up in a new pane; its plan's fate is decided once earlier events are in", "worker", id, "pane", pane, "plan", w.Plan)
 			continue
 		}
 		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
-		w.Starting, w.Asked = false, ""
 		if l.waitsForPrompt() {
 			l.starting(w, now)
 		}

@@ -478,7 +478,7 @@ func (l *Loop) free(w *Worker) {
 	if w == nil {
 		return
 	}
-	if w.State != WorkerDead {
+	if w.State != WorkerDead && !w.Starting {
 		w.State = WorkerIdle
 	}
 	if w.Headless && w.PID != 0 {

@@ -312,7 +312,7 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 		// headless run): the exit ends the plan without waking it again.
 		p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("%s; headless agent ended (%s; output: %s)", p.Reason, how, log), now
 		l.log.Warn("headless agent ended after it stopped without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
-		return nil, "failed, lead already told: " + p.Reason
+		return l.verificationFailed(p, nil), "failed, lead already told: " + p.Reason
 	}
 	said := ""
 	if how != "exit status 0" {

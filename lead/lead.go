@@ -252,6 +252,7 @@ func Run(ctx context.Context, cfg Config) error {
 	} else if l.st.Session != "" {
 		// A fleet from an earlier run may still be there; keep talking to it.
 		l.tmux = tmux.New(cfg.TmuxSocket)
+		l.watchScreens(ctx, l.st.Session)
 	}
 
 	// Watch the spool before reading it, so that a file written between the
@@ -331,6 +332,9 @@ func Run(ctx context.Context, cfg Config) error {
 			// read it once now.
 			l.armStart(w)
 			l.screenChanged(ctx, w.Pane)
+		}
+		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State == PlanDispatched && p.Typed && w.Pane != "" {
+			l.armEcho(w, p) // typed before the restart, Enter not yet pressed
 		}
 	}
 	l.schedule(ctx)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/orch-dev/orch/event"
 )
 
 // Processes an agent leaves behind. Killing a worker's pane (or a headless
@@ -29,7 +31,6 @@ func workerProcs(orchDir string) []int {
 	if err != nil {
 		return nil
 	}
-	dirTag := []byte("ORCH_DIR=" + orchDir + "\x00")
 	self := os.Getpid()
 	var out []int
 	for _, e := range entries {
@@ -41,12 +42,27 @@ func workerProcs(orchDir string) []int {
 		if err != nil {
 			continue // gone, or not ours to read
 		}
-		env = append(env, 0)
-		if bytes.Contains(append([]byte{0}, env...), append([]byte{0}, dirTag...)) && bytes.Contains(env, []byte("ORCH_WORKER=w")) {
+		if taggedWorker(env, orchDir) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// taggedWorker says whether a process environment (NUL-separated, as in
+// /proc/<pid>/environ) has ORCH_DIR=orchDir exactly and a valid
+// ORCH_WORKER.
+func taggedWorker(environ []byte, orchDir string) bool {
+	dir, worker := false, false
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("ORCH_DIR=")); ok {
+			dir = string(v) == orchDir
+		}
+		if v, ok := bytes.CutPrefix(kv, []byte("ORCH_WORKER=")); ok {
+			worker = event.ValidWorker(string(v))
+		}
+	}
+	return dir && worker
 }
 
 // stopWorkerProcs sends SIGTERM to every process left under this repo's

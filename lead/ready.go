@@ -42,8 +42,8 @@ type startCheck struct {
 	worker string
 	since  time.Time
 	echo   string // set for an echo check: the plan whose line was typed
-	// Set for a submission check: the plan whose line got Enter, and its
-	// attempt.
+	// Set for a submission check: the plan whose line got Enter. attempt
+	// is the plan's attempt for both checks.
 	submit  string
 	attempt int
 }
@@ -90,23 +90,42 @@ func (l *Loop) ready(e event.Event) string {
 		}
 	}
 	l.isReady(w, "its hook said so")
+	l.after(func() { l.resumeLine(context.Background(), w) })
 	return "ready"
 }
 
-// isReady makes a starting worker idle.
+// isReady ends a worker's start: it is idle, or, if it holds a plan (its
+// pane was new while it held one, or its setup ran meanwhile), busy with
+// it, and the line that waited for the prompt goes in (resumeLine).
 func (l *Loop) isReady(w *Worker, how string) {
 	w.Starting, w.Asked, w.Reason, w.Hooked = false, "", "", false
-	if w.State != WorkerDead {
+	if w.State != WorkerDead && w.Plan == "" {
 		w.State = WorkerIdle
 	}
 	l.log.Info("worker ready", "worker", w.ID, "how", how, "after", l.cfg.Now().Sub(w.Since).Round(time.Millisecond).String())
 }
 
+// resumeLine types the dispatch line that waited for w's prompt.
+func (l *Loop) resumeLine(ctx context.Context, w *Worker) {
+	p := l.st.Plans[w.Plan]
+	if w.Starting || p == nil || !p.Waiting || p.Worker != w.ID || p.State != PlanDispatched {
+		return
+	}
+	p.Waiting = false
+	if err := l.typeLine(ctx, w, p.Name); err != nil {
+		l.log.Error("type the dispatch line that waited for the prompt", "plan", p.Name, "worker", w.ID, "err", err)
+	}
+	if err := l.save(); err != nil {
+		l.log.Error("save state", "err", err)
+	}
+}
+
 // startExpired runs when a worker's agent did not reach its prompt in
-// time, or when a typed line did not show: the screen says why.
+// time, or when a typed line did not show or was not submitted: the
+// screen says why.
 func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	w := l.st.Worker(c.worker)
-	if w == nil || l.tmux == nil {
+	if w == nil || l.tmux == nil || w.State == WorkerDead {
 		return
 	}
 	if c.submit != "" {
@@ -117,7 +136,7 @@ func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 		return
 	}
 	if c.echo != "" {
-		if p := l.st.Plans[c.echo]; p != nil && p.Typed && p.Worker == w.ID && p.State == PlanDispatched {
+		if p := l.st.Plans[c.echo]; p != nil && p.Attempts == c.attempt && p.Typed && p.Worker == w.ID && p.State == PlanDispatched {
 			l.log.Warn("dispatch line not seen on screen; pressing Enter anyway", "plan", p.Name, "worker", w.ID)
 			l.submit(ctx, w, p)
 		}
@@ -126,9 +145,13 @@ func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	if !w.Starting || !w.Since.Equal(c.since) {
 		return
 	}
-	kind, what := l.readScreen(ctx, w)
-	if kind == agent.ScreenPrompt {
+	screen, err := l.capture(ctx, w)
+	kind, what := l.classify(screen, err)
+	// Its hook may have been missed: a prompt on screen (and no dialog)
+	// is enough at the deadline.
+	if kind == agent.ScreenPrompt || (kind == agent.ScreenOther && err == nil && l.cfg.Profile != nil && l.cfg.Profile.PromptLate(screen)) {
 		l.isReady(w, "its prompt was on screen at the start deadline")
+		l.resumeLine(ctx, w)
 		l.save()
 		return
 	}
@@ -150,11 +173,21 @@ func (l *Loop) asks(w *Worker, what string) {
 	l.flushOutbox()
 }
 
-// readScreen captures w's pane and says what it shows.
-func (l *Loop) readScreen(ctx context.Context, w *Worker) (agent.ScreenKind, string) {
+// capture returns w's screen.
+func (l *Loop) capture(ctx context.Context, w *Worker) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	screen, err := l.tmux.Capture(cctx, w.Pane, 0)
+	return l.tmux.Capture(cctx, w.Pane, 0)
+}
+
+// readScreen captures w's pane and says what it shows.
+func (l *Loop) readScreen(ctx context.Context, w *Worker) (agent.ScreenKind, string) {
+	return l.classify(l.capture(ctx, w))
+}
+
+// classify says what a captured screen shows, for the fleet's profile;
+// for anything else, its last lines.
+func (l *Loop) classify(screen string, err error) (agent.ScreenKind, string) {
 	if err != nil {
 		return agent.ScreenOther, ""
 	}
@@ -201,10 +234,28 @@ func (l *Loop) watchScreens(ctx context.Context, session string) {
 	}
 	l.screenWatch.Store(true)
 	go func() {
-		err := l.tmux.WatchOutput(ctx, session, onOutput)
-		l.screenWatch.Store(false)
-		if err != nil && ctx.Err() == nil {
-			l.log.Warn("screen watch ended; typed lines get Enter at once, dialogs are seen at the start deadline", "err", err)
+		defer l.screenWatch.Store(false)
+		for tries := 0; ; tries++ {
+			start := time.Now()
+			err := l.tmux.WatchOutput(ctx, session, onOutput)
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Since(start) > time.Minute {
+				tries = 0 // it ran a while: a fresh failure, not a repeated one
+			}
+			if tries == 4 {
+				l.log.Warn("screen watch ended for good; typed lines get Enter at once, dialogs are seen at the start deadline", "err", err)
+				return
+			}
+			// Re-attach after a one-shot pause (the tmux server may be
+			// busy or restarting): a bounded reconnect, not a poll.
+			l.log.Warn("screen watch ended; attaching again", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second << tries):
+			}
 		}
 	}()
 }
@@ -231,21 +282,17 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 			l.asks(w, what)
 		case kind == agent.ScreenPrompt, w.Hooked:
 			l.isReady(w, "its prompt is on screen")
+			l.resumeLine(ctx, w)
 			l.save()
 			l.schedule(ctx)
 		}
 	case p != nil && p.Worker == w.ID && p.Typed && p.State == PlanDispatched:
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		screen, err := l.tmux.Capture(cctx, w.Pane, 0)
-		cancel()
-		if err == nil && strings.Contains(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(p.Name)) {
+		if screen, err := l.capture(ctx, w); err == nil && countLine(screen, p.Name) > p.Echo {
 			l.submit(ctx, w, p)
 		}
-	case p != nil && p.Worker == w.ID && (p.State == PlanDispatched || p.State == PlanRunning):
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		screen, err := l.tmux.Capture(cctx, w.Pane, 0)
-		cancel()
-		if err != nil || l.cfg.Profile == nil {
+	case p != nil && p.Worker == w.ID && working(p.State) && l.cfg.Profile != nil && l.cfg.Profile.ScreenAsks():
+		screen, err := l.capture(ctx, w)
+		if err != nil {
 			return
 		}
 		var cb *Callback
@@ -262,7 +309,15 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 	}
 }
 
-// submit presses Enter for a typed dispatch line.
+// countLine counts the places the screen shows plan's dispatch line (its
+// plan file's path), with wrapped lines joined.
+func countLine(screen, plan string) int {
+	return strings.Count(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(plan))
+}
+
+// submit presses Enter for a typed dispatch line, unless a dialog is on
+// the screen: an Enter there would answer it (often "Yes"). The plan then
+// needs input instead.
 func (l *Loop) submit(ctx context.Context, w *Worker, p *Plan) {
 	p.Typed = false
 	if err := l.save(); err != nil {
@@ -270,6 +325,14 @@ func (l *Loop) submit(ctx context.Context, w *Worker, p *Plan) {
 	}
 	if err := l.checkPane(ctx, w); err != nil {
 		l.log.Error("submit dispatch line", "plan", p.Name, "err", err)
+		return
+	}
+	if kind, what := l.readScreen(ctx, w); kind == agent.ScreenDialog {
+		l.log.Warn("a dialog is on screen: no Enter", "plan", p.Name, "worker", w.ID, "dialog", what)
+		if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname())); cb != nil {
+			l.st.Outbox = append(l.st.Outbox, cb)
+			l.flushOutbox()
+		}
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

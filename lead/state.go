@@ -113,8 +113,13 @@ type Plan struct {
 	// Typed is set while the dispatch line is typed into the pane but not
 	// yet submitted: Enter goes once the line shows on the screen.
 	Typed bool `json:"typed,omitempty"`
+	// Echo is how often the line showed on the screen before it was typed.
+	Echo int `json:"echo,omitempty"`
 	// Enters counts the Enters pressed for this attempt's line.
 	Enters int `json:"enters,omitempty"`
+	// Waiting is set while the line waits for its worker's agent to reach
+	// its prompt (the worker's pane is new).
+	Waiting bool `json:"waiting,omitempty"`
 	// Merged is the base branch's head once orch integrate brought the
 	// plan in.
 	Merged string `json:"merged,omitempty"`

@@ -183,6 +183,8 @@ func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err 
 			return e, false, nil
 		case "idle_prompt":
 			return event.New(event.Idle, plan, event.StillIdle, worker, host), true, nil
+		case "auth_success":
+			return e, false, nil // a login went through: nothing waits
 		}
 		msg := firstNonEmpty(in.Message, in.Title, "Claude Code is waiting for input")
 		return event.New(event.NeedsInput, plan, msg, worker, host), true, nil
