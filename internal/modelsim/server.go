@@ -104,7 +104,8 @@ func (s *Server) Close() error {
 	return s.srv.Shutdown(ctx)
 }
 
-// ServeHTTP routes the Anthropic Messages API and the OpenAI Responses API.
+// ServeHTTP routes the Anthropic Messages API, the OpenAI Responses API and
+// the Gemini API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch {
@@ -112,6 +113,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAnthropic(w, r)
 	case strings.HasSuffix(p, "/responses"):
 		s.serveResponses(w, r)
+	case strings.Contains(p, "/models/") && strings.Contains(p, ":"):
+		s.serveGemini(w, r) // /v1beta/models/<model>:streamGenerateContent and friends
 	default:
 		s.serveOther(w, r)
 	}
