@@ -26,6 +26,7 @@ const PromptVar = "{prompt}"
 const (
 	HooksClaude = "claude"
 	HooksCodex  = "codex"
+	HooksGemini = "gemini"
 )
 
 // Profile is one way to run an agent.
@@ -42,7 +43,7 @@ type Profile struct {
 var builtins = map[string]config.Profile{
 	"claude": {Interactive: "claude", Headless: "claude -p {prompt}", Version: "claude --version", Hooks: HooksClaude},
 	"codex":  {Interactive: "codex", Headless: "codex exec {prompt}", Version: "codex --version", Hooks: HooksCodex},
-	"gemini": {Interactive: "gemini", Headless: "gemini -p {prompt}", Version: "gemini --version"},
+	"gemini": {Interactive: "gemini", Headless: "gemini -p {prompt}", Version: "gemini --version", Hooks: HooksGemini},
 	"aider":  {Interactive: "aider", Headless: "aider --yes-always --message {prompt}", Version: "aider --version"},
 }
 

@@ -45,7 +45,7 @@ func TestResolve(t *testing.T) {
 		hooks                       string
 	}{
 		{"codex", "codex", "codex", "codex exec {prompt}", HooksCodex},
-		{"gemini", "gemini", "gemini", "gemini -p {prompt}", ""},
+		{"gemini", "gemini", "gemini", "gemini -p {prompt}", HooksGemini},
 		{"aider", "aider", "aider", "aider --yes-always --message {prompt}", ""},
 		// orch.yaml overrides one field; the others stay the built-in's.
 		{"claude", "claude", "claude --model opus", "claude -p {prompt}", HooksClaude},
@@ -323,7 +323,7 @@ func TestPrepareCodex(t *testing.T) {
 	if strings.Contains(s.Args, "sandbox_mode") || !strings.Contains(s.Args, "--dangerously-bypass-approvals-and-sandbox") {
 		t.Errorf("skip: %s", s.Args)
 	}
-	for _, name := range []string{"gemini", "aider", "some-command"} {
+	for _, name := range []string{"aider", "some-command"} {
 		p, _ := Resolve(name, nil)
 		if s, err := p.Prepare(w); s.Args != "" || len(s.Env) != 0 || err != nil {
 			t.Errorf("%s: Prepare = %+v, %v; want nothing", name, s, err)
@@ -341,5 +341,72 @@ func TestTOMLString(t *testing.T) {
 		if got := tomlString(in); got != want {
 			t.Errorf("tomlString(%q) = %s; want %s", in, got, want)
 		}
+	}
+}
+
+func TestPrepareGemini(t *testing.T) {
+	dir := t.TempDir()
+	orchDir := filepath.Join(dir, "repo", ".orch")
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(filepath.Join(home, ".gemini"), 0o755)
+	userSettings := `{"ui":{"theme":"Dracula"},"hooks":{"AfterAgent":[{"hooks":[{"type":"command","command":"mine"}]}]}}`
+	os.WriteFile(filepath.Join(home, ".gemini", "settings.json"), []byte(userSettings), 0o600)
+	os.WriteFile(filepath.Join(home, ".gemini", "oauth_creds.json"), []byte(`{}`), 0o600)
+	env := map[string]string{"HOME": home, "GEMINI_API_KEY": "k"}
+	w := WorkerSpec{OrchDir: orchDir, Root: filepath.Dir(orchDir), Dir: filepath.Join(orchDir, "worktrees", "w1"), ID: "w1",
+		NotifyBin: "/bin/orch-notify", Getenv: func(k string) string { return env[k] }}
+	p, _ := Resolve("gemini", nil)
+	s, err := p.Prepare(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghome := filepath.Join(orchDir, "agents", "w1", "gemini")
+	if s.Args != "--approval-mode auto_edit" || s.Env["GEMINI_CLI_HOME"] != ghome || s.Env["GEMINI_CLI_TRUST_WORKSPACE"] != "true" || s.Env["GEMINI_CLI_NO_RELAUNCH"] != "true" {
+		t.Errorf("setup %+v", s)
+	}
+	var set struct {
+		UI       map[string]any `json:"ui"`
+		General  map[string]any `json:"general"`
+		Security struct {
+			Auth map[string]any `json:"auth"`
+		} `json:"security"`
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Command string `json:"command"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	data, _ := os.ReadFile(filepath.Join(ghome, ".gemini", "settings.json"))
+	if err := json.Unmarshal(data, &set); err != nil {
+		t.Fatal(err)
+	}
+	if set.UI["theme"] != "Dracula" || set.General["enableAutoUpdate"] != false || set.Security.Auth["selectedType"] != "gemini-api-key" {
+		t.Errorf("settings %s", data)
+	}
+	after := set.Hooks["AfterAgent"]
+	if len(after) != 2 || after[0].Hooks[0].Command != "mine" || after[1].Hooks[0].Command != "'/bin/orch-notify' hook gemini" {
+		t.Errorf("AfterAgent hooks %+v; want the user's, then orch's", after)
+	}
+	for _, ev := range GeminiHookEvents {
+		if len(set.Hooks[ev]) == 0 {
+			t.Errorf("no %s hook", ev)
+		}
+	}
+	policy, _ := os.ReadFile(filepath.Join(ghome, ".gemini", "policies", "orch.toml"))
+	if !strings.Contains(string(policy), `commandPrefix = "/bin/orch-notify"`) || !strings.Contains(string(policy), `decision = "allow"`) {
+		t.Errorf("policy %s", policy)
+	}
+	if target, _ := os.Readlink(filepath.Join(ghome, ".gemini", "oauth_creds.json")); target != filepath.Join(home, ".gemini", "oauth_creds.json") {
+		t.Errorf("login not linked: %q", target)
+	}
+	if got, _ := os.ReadFile(filepath.Join(home, ".gemini", "settings.json")); string(got) != userSettings {
+		t.Errorf("user's settings changed: %s", got)
+	}
+	w.Permissions = config.PermSkip
+	if s, _ := p.Prepare(w); s.Args != "--approval-mode yolo" {
+		t.Errorf("skip: %q", s.Args)
+	}
+	if _, err := os.Stat(filepath.Join(ghome, ".gemini", "policies", "orch.toml")); !os.IsNotExist(err) {
+		t.Error("skip kept the worktree policy file")
 	}
 }

@@ -22,6 +22,8 @@ func (p Profile) Asks(w WorkerSpec) (info, problem string) {
 		return claudeAsks(w, perm)
 	case HooksCodex:
 		return codexAsks(w, perm)
+	case HooksGemini:
+		return geminiAsks(w, perm)
 	}
 	return "orch prepares nothing for " + p.Label() + ": whatever it asks waits in its pane (orch read, orch send)", ""
 }
@@ -101,4 +103,30 @@ func configHasProvider(path string) bool {
 		}
 	}
 	return false
+}
+
+func geminiAsks(w WorkerSpec, perm string) (string, string) {
+	var says []string
+	problem := ""
+	user := userGeminiDir(w)
+	switch {
+	case w.getenv("GEMINI_API_KEY") != "":
+		says = append(says, "login: GEMINI_API_KEY from the environment (the API-key login chosen for each worker unless your settings chose another)")
+	case w.getenv("GOOGLE_API_KEY") != "" || w.getenv("GOOGLE_GENAI_USE_VERTEXAI") != "":
+		says = append(says, "login: the provider set in the environment")
+	case user != "" && exists(filepath.Join(user, "oauth_creds.json")):
+		says = append(says, "login: yours, linked from "+filepath.Join(user, "oauth_creds.json")+" (one login for all workers)")
+	default:
+		problem = "Gemini CLI has no login here: each worker would stop at its login screen. Set GEMINI_API_KEY, or log in once with gemini"
+	}
+	says = append(says, "no trust dialog (GEMINI_CLI_TRUST_WORKSPACE), auto-update off, each worker its own GEMINI_CLI_HOME")
+	switch perm {
+	case config.PermWorktree:
+		says = append(says, "permissions "+perm+": auto_edit (edits in its workspace) and a policy rule for orch-notify; any other shell command asks (the plan is needs-input, naming it; headless, Gemini CLI refuses it)")
+	case config.PermAgent:
+		says = append(says, "permissions "+perm+": your Gemini CLI settings decide; orch-notify itself may ask")
+	case config.PermSkip:
+		says = append(says, "permissions "+perm+": asks nothing (--approval-mode yolo)")
+	}
+	return strings.Join(says, "; "), problem
 }

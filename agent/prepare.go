@@ -71,8 +71,10 @@ func (p Profile) Prepare(w WorkerSpec) (Setup, error) {
 		return prepareClaude(w, perm)
 	case HooksCodex:
 		return prepareCodex(w, perm)
+	case HooksGemini:
+		return prepareGemini(w, perm)
 	}
-	return Setup{}, fmt.Errorf("%s: hooks %q: want %s, %s or nothing", p.Label(), p.Hooks, HooksClaude, HooksCodex)
+	return Setup{}, fmt.Errorf("%s: hooks %q: want %s, %s, %s or nothing", p.Label(), p.Hooks, HooksClaude, HooksCodex, HooksGemini)
 }
 
 func prepareClaude(w WorkerSpec, perm string) (Setup, error) {

@@ -74,6 +74,18 @@ var screens = map[string]struct {
 			{"Use existing model", "Codex offers a newer model"},
 		},
 	},
+	// Gemini CLI's readiness is its SessionStart hook; an API error shows
+	// only on screen ("✕ [API Error: ...]"), its hooks carry none.
+	"gemini": {
+		late: []string{"Type your message or @path/to/file"},
+		dialogs: []dialog{
+			{"Do you trust the files in this folder?", "Gemini CLI asks whether to trust this folder"},
+			{"How would you like to authenticate", "Gemini CLI asks how to log in"},
+			{"Enter Gemini API Key", "Gemini CLI asks for an API key"},
+			{"Allow execution of", "Gemini CLI asks permission"},
+		},
+		failed: "✕ ",
+	},
 }
 
 // ReadScreen says what screen (the text of a worker's pane) shows for this
@@ -112,20 +124,24 @@ func (p Profile) ScreenFailure(screen, since string) (string, bool) {
 		return "", false
 	}
 	for _, l := range strings.Split(screen[i:], "\n")[1:] {
-		msg, ok := strings.CutPrefix(strings.TrimLeft(l, " "), sc.failed)
+		msg, ok := strings.CutPrefix(strings.TrimLeft(l, " │"), sc.failed)
 		if !ok || strings.HasPrefix(msg, "Conversation interrupted") {
 			continue // a person pressed Esc: not an error, the turn's end says the rest
 		}
+		if m, ok := strings.CutPrefix(msg, "[API Error: "); ok {
+			msg = strings.TrimSuffix(strings.TrimSpace(m), "]")
+		}
 		var doc struct {
 			Error struct {
-				Type    string `json:"type"`
+				Type    string `json:"type"`   // OpenAI
+				Status  string `json:"status"` // Google
 				Message string `json:"message"`
 			} `json:"error"`
 		}
 		if json.Unmarshal([]byte(msg), &doc) == nil && doc.Error.Message != "" {
 			msg = doc.Error.Message
-			if doc.Error.Type != "" {
-				msg = doc.Error.Type + ": " + msg
+			if kind := firstNonBlank(doc.Error.Type, doc.Error.Status); kind != "" {
+				msg = kind + ": " + msg
 			}
 		}
 		return strings.TrimSpace(msg), true
@@ -144,6 +160,8 @@ func (p Profile) screensName() string {
 		return "claude"
 	case HooksCodex:
 		return "codex"
+	case HooksGemini:
+		return "gemini"
 	}
 	return ""
 }
@@ -171,20 +189,37 @@ func (p Profile) PromptLate(screen string) bool {
 
 // ScreenAsks says whether orch reads a running plan's screen for dialogs:
 // for agents whose hooks do not report their permission prompts (Codex);
-// Claude Code's PermissionRequest does, naming the command.
+// Claude Code's PermissionRequest and Gemini CLI's ToolPermission
+// notification do, naming the command.
 func (p Profile) ScreenAsks() bool {
 	_, ok := screens[p.screensName()]
-	return ok && p.Hooks != HooksClaude
+	return ok && p.Hooks == HooksCodex
+}
+
+// ScreenFails says whether orch reads a running plan's screen for an error
+// no hook reports (Codex, Gemini CLI).
+func (p Profile) ScreenFails() bool {
+	return screens[p.screensName()].failed != ""
 }
 
 // ReadyFromHook says whether the agent's hooks say when it is up (Claude
-// Code's SessionStart; a dialog on screen still holds it back).
-func (p Profile) ReadyFromHook() bool { return p.Hooks == HooksClaude }
+// Code's and Gemini CLI's SessionStart; a dialog on screen still holds it
+// back).
+func (p Profile) ReadyFromHook() bool { return p.Hooks == HooksClaude || p.Hooks == HooksGemini }
 
 // SubmitFromHook says whether the agent's hooks confirm that a typed line
-// was submitted (Claude Code's UserPromptSubmit names it), so a lost Enter
-// can be pressed again.
-func (p Profile) SubmitFromHook() bool { return p.Hooks == HooksClaude }
+// was submitted (Claude Code's UserPromptSubmit, Gemini CLI's BeforeAgent
+// name it), so a lost Enter can be pressed again.
+func (p Profile) SubmitFromHook() bool { return p.Hooks == HooksClaude || p.Hooks == HooksGemini }
+
+func firstNonBlank(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
 
 // around returns up to n non-blank lines of screen starting at the line
 // holding byte offset i, trimmed of box-drawing borders and joined with

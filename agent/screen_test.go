@@ -108,7 +108,7 @@ func TestScreenFailure(t *testing.T) {
 }
 
 func TestWaitsForPrompt(t *testing.T) {
-	for name, want := range map[string]bool{"claude": true, "codex": true, "gemini": false, "aider": false, "my-agent --tui": false} {
+	for name, want := range map[string]bool{"claude": true, "codex": true, "gemini": true, "aider": false, "my-agent --tui": false} {
 		p, _ := Resolve(name, nil)
 		if got := p.WaitsForPrompt(); got != want {
 			t.Errorf("%s: WaitsForPrompt = %v; want %v", name, got, want)

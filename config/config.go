@@ -55,7 +55,8 @@ const DefaultSetupTimeout = 5 * time.Minute
 
 // Profile is how to run one agent. Commands are shell command lines. In
 // Headless, {prompt} stands for the dispatch line, shell-quoted. Hooks
-// names the hook style orch installs for it: "claude", "codex" or "" (none).
+// names the hook style orch installs for it: "claude", "codex", "gemini"
+// or "" (none).
 type Profile struct {
 	Interactive string `yaml:"interactive,omitempty" json:"interactive,omitempty"`
 	Headless    string `yaml:"headless,omitempty" json:"headless,omitempty"`
@@ -143,8 +144,8 @@ func Parse(data []byte) (*Config, error) {
 		if !profileName.MatchString(n) {
 			return nil, fmt.Errorf("%w: agent profile name %q: use lower-case letters, digits, - and _", ErrInvalid, n)
 		}
-		if p.Hooks != "" && p.Hooks != "claude" && p.Hooks != "codex" {
-			return nil, fmt.Errorf("%w: agent %s: hooks %q: want claude, codex or nothing", ErrInvalid, n, p.Hooks)
+		if p.Hooks != "" && p.Hooks != "claude" && p.Hooks != "codex" && p.Hooks != "gemini" {
+			return nil, fmt.Errorf("%w: agent %s: hooks %q: want claude, codex, gemini or nothing", ErrInvalid, n, p.Hooks)
 		}
 	}
 	return c, nil

@@ -2,8 +2,10 @@ package lead
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -325,9 +327,10 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
 }
 
-// lastLogLine is the last non-blank line of a headless run's output (at
-// most its last 4 KiB are read), cleaned for a reason: what the agent said
-// last, often its error.
+// lastLogLine is what a headless run's output (its last 4 KiB) says
+// last, cleaned for a reason: the message of the last API error document
+// ({"error":{...,"message":...}}) printed, or else its last line that is
+// not a stack frame, a lone brace or Node's "[object Object]".
 func lastLogLine(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -342,8 +345,43 @@ func lastLogLine(path string) string {
 	if _, err := f.ReadAt(buf, fi.Size()-int64(len(buf))); err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(buf), "\n\r\t "), "\n")
-	return event.Clean(strings.TrimSpace(lines[len(lines)-1]))
+	lines := strings.Split(string(buf), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if msg := apiErrorIn(lines[i]); msg != "" {
+			return event.Clean(msg)
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" || strings.HasPrefix(l, "at ") || strings.Trim(l, "{}[](),;") == "" || strings.HasSuffix(l, "[object Object]") {
+			continue
+		}
+		return event.Clean(l)
+	}
+	return ""
+}
+
+// apiErrorIn returns "<type or status>: <message>" of an API error
+// document in line (OpenAI's and Google's shapes), or "".
+func apiErrorIn(line string) string {
+	i := strings.Index(line, `{"error":`)
+	if i < 0 {
+		return ""
+	}
+	var doc struct {
+		Error struct {
+			Type    string `json:"type"`
+			Status  string `json:"status"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.NewDecoder(strings.NewReader(line[i:])).Decode(&doc) != nil || doc.Error.Message == "" {
+		return ""
+	}
+	if kind := cmp.Or(doc.Error.Type, doc.Error.Status); kind != "" {
+		return kind + ": " + doc.Error.Message
+	}
+	return doc.Error.Message
 }
 
 // capLog cuts a finished run's log to MaxLog: its first and last halves,

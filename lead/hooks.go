@@ -1,6 +1,7 @@
 package lead
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -82,6 +83,58 @@ func (l *Loop) idle(e event.Event) (*Callback, string) {
 		// for the reason given when it began to.
 		return nil, "ignored: plan " + p.Name + " already waits: " + p.Reason
 	}
+	if msg, failed := l.failedOnScreen(w, p); failed {
+		// The turn ended on an error that only the screen shows (Gemini
+		// CLI's hooks fire AfterAgent after an API error, and say nothing
+		// of it): the plan failed, it does not wait for a person.
+		e.Kind, e.Status = event.Failed, msg
+		return l.agentFailed(e)
+	} else if l.screenFails(w) && p.IdleEvent == "" {
+		// The error may not be drawn yet: the turn's end is decided when
+		// the screen has settled (the next screen read, or settleTimeout),
+		// from the state saved with this event.
+		p.IdleEvent = e.ID
+		c := startCheck{worker: w.ID, idle: p.Name, attempt: p.Attempts}
+		l.after(func() { time.AfterFunc(settleTimeout, func() { send(l, l.starts, c) }) })
+		return nil, "turn ended: decided once " + w.ID + "'s screen settles"
+	}
+	return l.turnEnded(e, p, w)
+}
+
+// settleTimeout bounds the wait for an agent's screen to show the error a
+// turn may have ended on.
+const settleTimeout = time.Second
+
+// screenFails says whether w's agent shows errors only on its screen.
+func (l *Loop) screenFails(w *Worker) bool {
+	return l.tmux != nil && !w.Headless && w.Pane != "" && l.cfg.Profile != nil && l.cfg.Profile.ScreenFails()
+}
+
+// settled decides a turn end that waited for p's screen: the error the
+// screen shows, or else the turn's end without done.
+func (l *Loop) settled(p *Plan, w *Worker) {
+	id := p.IdleEvent
+	p.IdleEvent = ""
+	if !working(p.State) || p.Worker != w.ID {
+		l.save()
+		return
+	}
+	e := event.Event{V: event.Version, ID: id, Kind: event.Idle, Plan: p.Name, Worker: w.ID, Host: hostname(), Time: l.cfg.Now().UTC()}
+	var cb *Callback
+	if msg, failed := l.failedOnScreen(w, p); failed {
+		e.Kind, e.Status = event.Failed, msg
+		cb, _ = l.agentFailed(e)
+	} else {
+		cb, _ = l.turnEnded(e, p, w)
+	}
+	if cb != nil {
+		l.st.Outbox = append(l.st.Outbox, cb)
+	}
+	l.flushOutbox()
+}
+
+// turnEnded: the agent's turn ended without done.
+func (l *Loop) turnEnded(e event.Event, p *Plan, w *Worker) (*Callback, string) {
 	if p.State == PlanDispatched {
 		// The dispatch line may have been typed while the agent was still
 		// ending its previous turn; that turn's end says nothing about this
@@ -98,6 +151,20 @@ func (l *Loop) idle(e event.Event) (*Callback, string) {
 	p.State, p.Reason, p.Updated = PlanNeedsInput, reason, l.cfg.Now().UTC()
 	l.log.Warn("turn ended without done", "plan", p.Name, "worker", e.Worker, "reason", reason)
 	return newCallback(CallbackIdle, e.ID, p.Name, e.Worker, reason, ""), "needs-input: " + reason
+}
+
+// failedOnScreen says whether w's screen shows an error for p after p's
+// line, for agents whose errors only the screen shows.
+func (l *Loop) failedOnScreen(w *Worker, p *Plan) (string, bool) {
+	if l.tmux == nil || w.Headless || w.Pane == "" || l.cfg.Profile == nil || !l.cfg.Profile.ScreenFails() {
+		return "", false
+	}
+	screen, err := l.capture(context.Background(), w)
+	if err != nil {
+		return "", false
+	}
+	msg, failed := l.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(p.Name))
+	return event.Clean(msg), failed
 }
 
 // agentFailed: the agent stopped on an error (an API error, say). The plan

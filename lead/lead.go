@@ -336,6 +336,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State == PlanDispatched && p.Typed && w.Pane != "" {
 			l.armEcho(w, p) // typed before the restart, Enter not yet pressed
 		}
+		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.IdleEvent != "" {
+			l.settled(p, w) // a turn end that waited for the screen
+		}
 	}
 	l.schedule(ctx)
 	if cfg.Ready != nil {

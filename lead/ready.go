@@ -46,6 +46,7 @@ type startCheck struct {
 	// is the plan's attempt for both checks.
 	submit  string
 	attempt int
+	idle    string // set for a settle check: the plan whose turn end waits
 }
 
 // waitsForPrompt says whether new panes start as Starting workers.
@@ -126,6 +127,12 @@ func (l *Loop) resumeLine(ctx context.Context, w *Worker) {
 func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	w := l.st.Worker(c.worker)
 	if w == nil || l.tmux == nil || w.State == WorkerDead {
+		return
+	}
+	if c.idle != "" {
+		if p := l.st.Plans[c.idle]; p != nil && p.Attempts == c.attempt && p.IdleEvent != "" {
+			l.settled(p, w)
+		}
 		return
 	}
 	if c.submit != "" {
@@ -286,17 +293,20 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 			l.save()
 			l.schedule(ctx)
 		}
+	case p != nil && p.Worker == w.ID && p.IdleEvent != "":
+		l.settled(p, w) // the screen settled after the turn's end
+		l.schedule(ctx)
 	case p != nil && p.Worker == w.ID && p.Typed && p.State == PlanDispatched:
 		if screen, err := l.capture(ctx, w); err == nil && countLine(screen, p.Name) > p.Echo {
 			l.submit(ctx, w, p)
 		}
-	case p != nil && p.Worker == w.ID && working(p.State) && l.cfg.Profile != nil && l.cfg.Profile.ScreenAsks():
+	case p != nil && p.Worker == w.ID && working(p.State) && l.cfg.Profile != nil && (l.cfg.Profile.ScreenAsks() || l.cfg.Profile.ScreenFails()):
 		screen, err := l.capture(ctx, w)
 		if err != nil {
 			return
 		}
 		var cb *Callback
-		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog {
+		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog && l.cfg.Profile.ScreenAsks() {
 			cb, _ = l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname()))
 		} else if msg, failed := l.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(p.Name)); failed {
 			cb, _ = l.agentFailed(event.New(event.Failed, p.Name, msg, w.ID, hostname()))

@@ -120,6 +120,9 @@ type Plan struct {
 	// Waiting is set while the line waits for its worker's agent to reach
 	// its prompt (the worker's pane is new).
 	Waiting bool `json:"waiting,omitempty"`
+	// IdleEvent is the turn end (its event id) decided once the agent's
+	// screen has settled: for agents that show an error only on screen.
+	IdleEvent string `json:"idle_event,omitempty"`
 	// Merged is the base branch's head once orch integrate brought the
 	// plan in.
 	Merged string `json:"merged,omitempty"`

@@ -66,7 +66,9 @@ func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "orch-notify hook: %s not kept: %v\n", e.Kind, err)
 	case res.Spooled != "":
 		fmt.Fprintf(stderr, "orch-notify hook: broker not reachable (%v); %s spooled to %s\n", res.PubErr, e.Kind, res.Spooled)
-	default:
+	case args[0] != "gemini":
+		// Gemini CLI shows a hook's stderr in its transcript: only
+		// problems are said there.
 		fmt.Fprintf(stderr, "orch-notify hook: %s %s kept (event %s)\n", e.Kind, e.Plan, e.ID)
 	}
 	return exitKept
@@ -94,6 +96,15 @@ func hookEvent(args []string, env Env, stdin io.Reader) (event.Event, bool, erro
 			return event.Event{}, false, err
 		}
 		return ClaudeHookEvent(data, worker)
+	case "gemini":
+		if len(args) != 1 {
+			return event.Event{}, false, fmt.Errorf("%w: hook gemini reads its JSON on stdin and takes no arguments", errUsage)
+		}
+		data, err = readBounded(stdin)
+		if err != nil {
+			return event.Event{}, false, err
+		}
+		return GeminiHookEvent(data, worker)
 	case "codex":
 		if len(args) != 2 {
 			return event.Event{}, false, fmt.Errorf("%w: hook codex takes one JSON argument", errUsage)
@@ -103,7 +114,7 @@ func hookEvent(args []string, env Env, stdin io.Reader) (event.Event, bool, erro
 		}
 		return CodexHookEvent([]byte(args[1]), worker)
 	}
-	return event.Event{}, false, fmt.Errorf("%w: unknown hook style %q (want claude or codex)", errUsage, args[0])
+	return event.Event{}, false, fmt.Errorf("%w: unknown hook style %q (want claude, codex or gemini)", errUsage, args[0])
 }
 
 // readBounded reads at most MaxHookInput bytes; more is an error (and the
@@ -272,6 +283,59 @@ func CodexHookEvent(data []byte, worker string) (e event.Event, send bool, err e
 	}
 	host, _ := os.Hostname()
 	return event.New(event.Idle, plan, "", worker, host), true, nil
+}
+
+// GeminiHookEvent maps one Gemini CLI hook input to the event to send:
+//   - SessionStart → ready;
+//   - BeforeAgent → started, for the plan its prompt's dispatch line
+//     names, or else the checkout's plan (a person typed);
+//   - Notification of type ToolPermission → needs-input naming the
+//     command (its details);
+//   - AfterAgent → idle (the turn ended).
+func GeminiHookEvent(data []byte, worker string) (e event.Event, send bool, err error) {
+	var in struct {
+		HookEventName    string `json:"hook_event_name"`
+		Cwd              string `json:"cwd"`
+		Source           string `json:"source"`
+		Prompt           string `json:"prompt"`
+		NotificationType string `json:"notification_type"`
+		Message          string `json:"message"`
+		Details          struct {
+			Title   string `json:"title"`
+			Command string `json:"command"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(data), &in); err != nil {
+		return e, false, fmt.Errorf("%w: not Gemini CLI hook JSON: %v", errHookInput, err)
+	}
+	plan := PlanFromCheckout(in.Cwd)
+	host, _ := os.Hostname()
+	switch in.HookEventName {
+	case "SessionStart":
+		return event.New(event.Ready, "", "gemini "+firstNonEmpty(in.Source, "startup"), worker, host), true, nil
+	case "BeforeAgent":
+		if p := event.DispatchedPlan(in.Prompt); p != "" {
+			return event.New(event.Started, p, "", worker, host), true, nil
+		}
+		if plan == "" {
+			return e, false, nil
+		}
+		return event.New(event.Started, plan, "", worker, host), true, nil
+	case "Notification":
+		if in.NotificationType != "ToolPermission" {
+			return e, false, nil
+		}
+		what := firstNonEmpty(in.Details.Command, in.Details.Title, in.Message)
+		return event.New(event.NeedsInput, plan, "Gemini CLI asks permission to run: "+what, worker, host), true, nil
+	case "AfterAgent":
+		if p := event.DispatchedPlan(in.Prompt); p != "" {
+			plan = p
+		}
+		return event.New(event.Idle, plan, "", worker, host), true, nil
+	case "":
+		return e, false, fmt.Errorf("%w: no hook_event_name", errHookInput)
+	}
+	return e, false, nil
 }
 
 func firstNonEmpty(s ...string) string {

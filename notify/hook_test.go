@@ -189,7 +189,8 @@ func TestHookNeverFails(t *testing.T) {
 		{"too large", []string{"claude"}, "w1", big, "over 1048576 bytes"},
 		{"no worker", []string{"claude"}, "", `{"hook_event_name":"Stop"}`, "ORCH_WORKER"},
 		{"bad worker", []string{"claude"}, "%3", `{"hook_event_name":"Stop"}`, "ORCH_WORKER"},
-		{"unknown style", []string{"gemini"}, "w1", `{}`, "unknown hook style"},
+		{"unknown style", []string{"aider"}, "w1", `{}`, "unknown hook style"},
+		{"gemini malformed", []string{"gemini"}, "w1", `{`, "not Gemini CLI hook JSON"},
 		{"no style", nil, "w1", ``, "want orch-notify hook claude"},
 		{"codex without json", []string{"codex"}, "w1", ``, "one JSON argument"},
 		{"codex malformed", []string{"codex", "{"}, "w1", ``, "not Codex notify JSON"},
@@ -244,5 +245,41 @@ func TestHookSpoolsWhenNoBroker(t *testing.T) {
 	}
 	if e := events[0].Event; e.Kind != event.NeedsInput || e.Worker != "w2" || e.Status != "May I?" || e.Plan != "" {
 		t.Errorf("spooled %+v", e)
+	}
+}
+
+// TestGeminiHookEvent maps hook inputs as Gemini CLI 0.61.0 sends them.
+func TestGeminiHookEvent(t *testing.T) {
+	root := repoWithOrch(t)
+	wt := worktreeOnPlan(t, root, "p5")
+	line := `Read plans/p1/PLAN.md and execute it exactly. First run /x/orch-notify started p1. Write plans/p1/RESULT.md.`
+	for _, tt := range []struct {
+		name, json string
+		send       bool
+		kind       event.Kind
+		plan       string
+		status     string
+	}{
+		{"session start", `{"session_id":"s","cwd":"` + wt + `","hook_event_name":"SessionStart","timestamp":"2026-12-03T08:37:31.492Z","source":"startup"}`, true, event.Ready, "", "gemini startup"},
+		{"dispatch submitted", `{"cwd":"` + wt + `","hook_event_name":"BeforeAgent","prompt":"` + line + `"}`, true, event.Started, "p1", ""},
+		{"a person typed", `{"cwd":"` + wt + `","hook_event_name":"BeforeAgent","prompt":"go on"}`, true, event.Started, "p5", ""},
+		{"a person typed, no plan known", `{"cwd":"` + root + `","hook_event_name":"BeforeAgent","prompt":"go on"}`, false, "", "", ""},
+		{"turn ended", `{"cwd":"` + wt + `","hook_event_name":"AfterAgent","prompt":"` + line + `","prompt_response":"Finished p1.","stop_hook_active":false}`, true, event.Idle, "p1", ""},
+		{"permission", `{"cwd":"` + wt + `","hook_event_name":"Notification","notification_type":"ToolPermission","message":"Tool Confirm Shell Command requires execution","details":{"type":"exec","title":"Confirm Shell Command","command":"curl -fsS http://127.0.0.1:9/x","rootCommand":"curl"}}`,
+			true, event.NeedsInput, "p5", "Gemini CLI asks permission to run: curl -fsS http://127.0.0.1:9/x"},
+		{"other notification", `{"hook_event_name":"Notification","notification_type":"Other","message":"x"}`, false, "", "", ""},
+		{"tool hook", `{"hook_event_name":"BeforeTool","tool_name":"run_shell_command"}`, false, "", "", ""},
+	} {
+		e, send, err := GeminiHookEvent([]byte(tt.json), "w4")
+		if err != nil || send != tt.send {
+			t.Errorf("%s: send %v, err %v; want send %v", tt.name, send, err, tt.send)
+			continue
+		}
+		if send && (e.Kind != tt.kind || e.Plan != tt.plan || e.Status != tt.status || e.Worker != "w4" || e.Check() != nil) {
+			t.Errorf("%s: %+v; want %s plan %q status %q", tt.name, e, tt.kind, tt.plan, tt.status)
+		}
+	}
+	if _, send, err := GeminiHookEvent([]byte(`{}`), "w4"); send || err == nil {
+		t.Errorf("no hook_event_name: send %v, err %v; want an error", send, err)
 	}
 }

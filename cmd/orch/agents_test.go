@@ -26,7 +26,7 @@ import (
 func requireAgents() bool { return os.Getenv("ORCH_REQUIRE_AGENTS") == "1" }
 
 // agentNames are the agent CLIs the scripts can need, by their condition.
-var agentNames = []string{"claude", "codex"}
+var agentNames = []string{"claude", "codex", "gemini"}
 
 func TestAgents(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil && (requireTmux() || requireAgents()) {
@@ -57,7 +57,7 @@ func TestAgents(t *testing.T) {
 		// XDG folders, no proxy that would take loopback traffic.
 		for _, k := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 			"CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-			"OPENAI_API_KEY", "OPENAI_BASE_URL", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "TMUX", "TMUX_TMPDIR"} {
+			"OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME", "GOOGLE_CLOUD_PROJECT", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "TMUX", "TMUX_TMPDIR"} {
 			env.Setenv(k, "")
 		}
 		env.Setenv("NO_PROXY", "127.0.0.1,localhost")
@@ -76,7 +76,8 @@ func TestAgents(t *testing.T) {
 // modelsim [plan=scenario...]: start the scripted model server for this
 // script and point the agents at it: ANTHROPIC_BASE_URL and a made-up
 // ANTHROPIC_API_KEY for Claude Code, MODELSIM_URL and MODELSIM_API_KEY
-// for the Codex provider the scripts' orch.yaml defines. Its request log
+// for the Codex provider the scripts' ~/.codex/config.toml defines,
+// GOOGLE_GEMINI_BASE_URL and a made-up GEMINI_API_KEY for Gemini CLI. Its request log
 // is written to $WORK/modelsim.log when the script ends.
 func cmdModelsim(ts *testscript.TestScript, neg bool, args []string) {
 	sc := map[string]modelsim.Scenario{}
@@ -107,6 +108,8 @@ func cmdModelsim(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv("ANTHROPIC_API_KEY", "sk-ant-modelsim-0123456789abcdefghijklmnop")
 	ts.Setenv("MODELSIM_URL", url+"/v1")
 	ts.Setenv("MODELSIM_API_KEY", "sk-modelsim-0123456789abcdefghijklmnop")
+	ts.Setenv("GOOGLE_GEMINI_BASE_URL", url)
+	ts.Setenv("GEMINI_API_KEY", "modelsim-gemini-0123456789abcdef")
 	ts.Logf("modelsim at %s", url)
 }
 
