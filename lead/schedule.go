@@ -187,7 +187,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 	}
 	now := l.cfg.Now().UTC()
 	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = PlanDispatched, w.ID, "", now, false, false
-	p.Typed, p.Enters, p.Echo, p.Waiting = false, 0, 0, false
+	p.Typed, p.Enters, p.Echo, p.Waiting, p.IdleEvent = false, 0, 0, false, ""
 	p.Attempts++
 	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
 	if err := l.save(); err != nil {
