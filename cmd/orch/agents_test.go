@@ -66,6 +66,21 @@ func TestAgents(t *testing.T) {
 		// script's noprocs checks, before that, that orch down did it).
 		work := env.WorkDir
 		env.Defer(func() { killTagged(work) })
+		// Something an agent runs (seen once in a while, not pinned down:
+		// a sandbox making its mount points) can leave an empty .git in
+		// the temporary folder ($WORK is below it), which would make every later
+		// script's temporary folder look like a git repository. Remove it
+		// if this script left it.
+		stray := filepath.Join(os.TempDir(), ".git")
+		if _, err := os.Lstat(stray); os.IsNotExist(err) {
+			env.Defer(func() {
+				if fi, err := os.Lstat(stray); err == nil && fi.IsDir() {
+					if os.Remove(stray) == nil { // only if empty
+						env.T().Log("removed an empty " + stray + " an agent left")
+					}
+				}
+			})
+		}
 		return nil
 	}
 	p.Cmds["modelsim"] = cmdModelsim
