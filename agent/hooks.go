@@ -24,7 +24,7 @@ const (
 var OrchPrivateDirs = []string{AgentsDir, "creds", "gates", "integrate", "jetstream", "logs", "spool"}
 
 // OrchPrivateFiles are the lead's files directly in .orch/.
-var OrchPrivateFiles = []string{"broker.json", "git.lock", "serve.lock", "state.json"}
+var OrchPrivateFiles = []string{"broker.json", "git.lock", "serve.lock", "serve.pid", "state.json"}
 
 // ClaudeHookEvents are the Claude Code hook events orch installs, each
 // calling orch-notify hook claude with the hook's JSON on stdin.

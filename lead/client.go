@@ -271,13 +271,13 @@ func Reports(root, name string) ([]Report, error) {
 
 // Serving reports whether an orch serve holds the repo's lock, and its pid.
 func Serving(root string) bool {
-	_, held := flock.Holder(filepath.Join(OrchDir(root), LockFile))
+	_, held := flock.Holder(filepath.Join(OrchDir(root), PIDFile))
 	return held
 }
 
 // ServePID returns the pid of the running orch serve, 0 if none.
 func ServePID(root string) int {
-	pid, held := flock.Holder(filepath.Join(OrchDir(root), LockFile))
+	pid, held := flock.Holder(filepath.Join(OrchDir(root), PIDFile))
 	if !held {
 		return 0
 	}

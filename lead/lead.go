@@ -45,7 +45,8 @@ import (
 
 // Files under .orch/ owned by the lead loop.
 const (
-	LockFile    = "serve.lock"
+	LockFile    = "serve.lock" // claimed by one orch serve; only another orch serve tries it
+	PIDFile     = "serve.pid"  // held by that orch serve, its pid inside; what clients probe
 	GitLockFile = "git.lock"
 )
 
@@ -192,11 +193,27 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	lock, pid, err := flock.TryExclusive(filepath.Join(l.orchDir, LockFile))
 	if errors.Is(err, flock.ErrHeld) {
+		if p, _ := flock.Holder(filepath.Join(l.orchDir, PIDFile)); p != 0 {
+			pid = p
+		}
 		return fmt.Errorf("serve: %w (pid %d); stop it with orch down, or wait for it to exit", ErrAlreadyServing, pid)
 	}
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Clients (orch status, dispatch, down) probe serve.pid, never
+	// serve.lock: a probe takes its lock for an instant, and on serve.lock
+	// that instant would turn away an orch serve starting then. Waiting for
+	// serve.pid is safe: only the holder of serve.lock takes it, and a
+	// probe lets go at once. It is released last, so a client that sees it
+	// free finds serve.lock free too.
+	served, err := flock.Exclusive(filepath.Join(l.orchDir, PIDFile))
+	if err != nil {
+		lock.Unlock()
+		return fmt.Errorf("serve: %w", err)
+	}
+	served.RecordPID()
+	defer served.Unlock()
 	defer lock.Unlock()
 
 	if l.repo, err = git.Open(ctx, cfg.Root); err != nil {

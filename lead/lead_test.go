@@ -117,3 +117,59 @@ func TestReplyToDeliverySubjectIsDropped(t *testing.T) {
 		}
 	}
 }
+
+// A client probing whether orch serve runs (orch status, dispatch, the
+// tests' waitserving) at the instant an orch serve starts does not turn it
+// away as "already running". Here a client probes without a pause while
+// orch serve starts, twenty times over, from four goroutines.
+func TestProbeDoesNotTurnServeAway(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "repo")
+	os.MkdirAll(root, 0o755)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	t.Setenv("HOME", t.TempDir())
+	if out, err := exec.Command("git", "init", "-q", "-b", "main", root).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	if _, err := Init(context.Background(), root); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					Serving(root)
+				}
+			}()
+		}
+		ready := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() { errc <- Run(ctx, Config{Root: root, Ready: func(string) { close(ready) }}) }()
+		select {
+		case <-ready:
+		case err := <-errc:
+			close(done)
+			cancel()
+			t.Fatalf("start %d: orch serve turned away by a probe: %v", i, err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("start %d: orch serve did not start", i)
+		}
+		close(done)
+		if pid := ServePID(root); pid != os.Getpid() {
+			t.Errorf("start %d: ServePID = %d, want this process %d", i, pid, os.Getpid())
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if Serving(root) {
+			t.Errorf("start %d: still serving after the loop returned", i)
+		}
+	}
+}

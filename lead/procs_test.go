@@ -79,7 +79,7 @@ func TestOrchPrivateDirs(t *testing.T) {
 }
 
 func TestOrchPrivateFiles(t *testing.T) {
-	want := map[string]bool{notify.BrokerFile: true, GitLockFile: true, LockFile: true, StateFile: true}
+	want := map[string]bool{notify.BrokerFile: true, GitLockFile: true, LockFile: true, PIDFile: true, StateFile: true}
 	for _, f := range agent.OrchPrivateFiles {
 		if !want[f] {
 			t.Errorf("agent.OrchPrivateFiles holds %q", f)

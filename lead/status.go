@@ -199,7 +199,7 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 		// the moment orch serve exits; the timer is a one-shot deadline.
 		released := make(chan error, 1)
 		go func() {
-			lk, err := flock.Exclusive(filepath.Join(OrchDir(root), LockFile))
+			lk, err := flock.Exclusive(filepath.Join(OrchDir(root), PIDFile))
 			if err == nil {
 				lk.Unlock()
 			}

@@ -34,10 +34,16 @@ func TryExclusive(path string) (*Lock, int, error) {
 		}
 		return nil, 0, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	l := &Lock{f: f}
+	l.RecordPID()
+	return l, 0, nil
+}
+
+// RecordPID writes our pid into the held lock's file, for Holder to read.
+func (l *Lock) RecordPID() {
+	if err := l.f.Truncate(0); err == nil {
+		l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &Lock{f: f}, 0, nil
 }
 
 // Exclusive takes the lock at path, waiting while another process holds it.
@@ -55,7 +61,10 @@ func Exclusive(path string) (*Lock, error) {
 }
 
 // Holder returns the pid recorded in the lock file at path, and whether
-// that lock is held right now.
+// that lock is held right now. It finds out by taking a shared lock for an
+// instant, so a TryExclusive on the same file at that instant fails: probe
+// a file whose holder takes it with Exclusive, never one it must win with
+// TryExclusive.
 func Holder(path string) (pid int, held bool) {
 	f, err := os.Open(path)
 	if err != nil {
