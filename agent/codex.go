@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // CodexHomeDir is the worker's own Codex home (CODEX_HOME), under
@@ -30,7 +31,7 @@ const CodexHomeDir = "codex"
 //   - always: no update check, no background app-server daemon, pastes
 //     taken as typed (the Enter after a fast send-keys is not swallowed).
 func prepareCodex(w WorkerSpec, perm string) (Setup, error) {
-	home := filepath.Join(w.OrchDir, AgentsDir, w.ID, CodexHomeDir)
+	home := filepath.Join(w.OrchDir, orchdir.Agents, w.ID, CodexHomeDir)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return Setup{}, fmt.Errorf("codex home for %s: %w", w.ID, err)
 	}

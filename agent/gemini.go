@@ -10,6 +10,7 @@ import (
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/internal/atomicfile"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // GeminiHomeDir is the worker's own Gemini CLI home (GEMINI_CLI_HOME,
@@ -32,7 +33,7 @@ var geminiLogins = []string{"oauth_creds.json", "google_accounts.json", "gemini-
 // for the run (GEMINI_CLI_TRUST_WORKSPACE), so no trust dialog. With
 // permissions "worktree", a policy file lets it run orch-notify.
 func prepareGemini(w WorkerSpec, perm string) (Setup, error) {
-	home := filepath.Join(w.OrchDir, AgentsDir, w.ID, GeminiHomeDir)
+	home := filepath.Join(w.OrchDir, orchdir.Agents, w.ID, GeminiHomeDir)
 	dir := filepath.Join(home, ".gemini")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Setup{}, fmt.Errorf("gemini home for %s: %w", w.ID, err)

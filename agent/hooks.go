@@ -9,22 +9,13 @@ import (
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/internal/atomicfile"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // Where hook files go under the repo's .orch/ directory.
 const (
-	AgentsDir          = "agents"               // .orch/agents/<wN>/
 	ClaudeSettingsFile = "claude-settings.json" // passed to claude with --settings
 )
-
-// OrchPrivateDirs are the folders of .orch/ that are the lead's, not a
-// worker's (its worktree is .orch/worktrees/<wN>): a worker's agent must
-// not edit them without asking. lead's tests check the list against the
-// folders it makes.
-var OrchPrivateDirs = []string{AgentsDir, "creds", "gates", "integrate", "jetstream", "logs", "spool"}
-
-// OrchPrivateFiles are the lead's files directly in .orch/.
-var OrchPrivateFiles = []string{"broker.json", "git.lock", "serve.lock", "serve.pid", "state.json"}
 
 // ClaudeHookEvents are the Claude Code hook events orch installs, each
 // calling orch-notify hook claude with the hook's JSON on stdin.
@@ -36,7 +27,7 @@ const claudeHookTimeout = 30
 
 // ClaudeSettingsPath is where a worker's Claude Code settings are written.
 func ClaudeSettingsPath(orchDir, worker string) string {
-	return filepath.Join(orchDir, AgentsDir, worker, ClaudeSettingsFile)
+	return filepath.Join(orchDir, orchdir.Agents, worker, ClaudeSettingsFile)
 }
 
 type claudeCommand struct {
@@ -93,10 +84,10 @@ func ClaudeSettings(notifyBin, permissions, orchDir string) []byte {
 		d := "/" + filepath.Clean(orchDir)
 		// (A rule ending in "/*" matches deeper paths too: each private
 		// file and folder is named.)
-		for _, f := range OrchPrivateFiles {
+		for _, f := range orchdir.PrivateFiles {
 			s.Permissions.Deny = append(s.Permissions.Deny, "Edit("+d+"/"+f+")")
 		}
-		for _, sub := range OrchPrivateDirs {
+		for _, sub := range orchdir.PrivateDirs {
 			s.Permissions.Deny = append(s.Permissions.Deny, "Edit("+d+"/"+sub+"/**)")
 		}
 	}

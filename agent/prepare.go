@@ -10,6 +10,7 @@ import (
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/internal/atomicfile"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // WorkerSpec is what Prepare needs to know of one worker.
@@ -82,7 +83,7 @@ func prepareClaude(w WorkerSpec, perm string) (Setup, error) {
 	if err != nil {
 		return Setup{}, err
 	}
-	dir := filepath.Join(w.OrchDir, AgentsDir, w.ID, ClaudeConfigDir)
+	dir := filepath.Join(w.OrchDir, orchdir.Agents, w.ID, ClaudeConfigDir)
 	if err := seedClaude(dir, w, perm); err != nil {
 		return Setup{}, fmt.Errorf("claude config for %s: %w", w.ID, err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
@@ -97,7 +98,7 @@ type fleetLead struct {
 }
 
 func startFleetLead(ctx context.Context, root, socket string, workers int, verbose bool) (*fleetLead, error) {
-	f := &fleetLead{root: root, orchDir: lead.OrchDir(root), socket: socket}
+	f := &fleetLead{root: root, orchDir: orchdir.Of(root), socket: socket}
 	if err := startWideTmux(ctx, socket); err != nil {
 		killTmux(socket)
 		return nil, err
@@ -157,7 +158,7 @@ func (f *fleetLead) close() {
 }
 
 func (f *fleetLead) env(worker string) []string {
-	return workerEnv(f.url, f.orchDir, worker, notify.DefaultPfx)
+	return workerEnv(f.url, f.orchDir, worker, event.DefaultPrefix)
 }
 
 // dispatchAll publishes one dispatch command per plan, as orch dispatch
@@ -556,7 +557,7 @@ func (res *burstResult) profile(ctx context.Context, root string) {
 		floor = append(floor, time.Since(t))
 	}
 	res.RecentTrailersEnd, res.GitFloor = distOf(ft), distOf(floor)
-	if fi, err := os.Stat(filepath.Join(lead.OrchDir(root), lead.StateFile)); err == nil {
+	if fi, err := os.Stat(filepath.Join(orchdir.Of(root), orchdir.State)); err == nil {
 		res.StateBytes = fi.Size()
 	}
 }

@@ -12,8 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
-	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -133,7 +134,7 @@ func startLead(ctx context.Context, dir, socket string, verbose bool) (*scratchL
 	if err != nil {
 		return nil, err
 	}
-	s := &scratchLead{root: res.Root, orchDir: lead.OrchDir(res.Root), refused: map[string]int{},
+	s := &scratchLead{root: res.Root, orchDir: orchdir.Of(res.Root), refused: map[string]int{},
 		socket: socket}
 	if _, err := lead.NewPlan(ctx, s.root, &plans.Plan{Name: benchPlan,
 		Body: "A plan for go run ./bench: write RESULT.md, then orch-notify done bench ok.\n"}); err != nil {
@@ -182,7 +183,7 @@ func (s *scratchLead) close() {
 // notifyEnv is what the worker pane's process gets from orch serve (the
 // scratch lead's broker uses the default prefix).
 func (s *scratchLead) notifyEnv() []string {
-	return workerEnv(s.url, s.orchDir, benchWorker, notify.DefaultPfx)
+	return workerEnv(s.url, s.orchDir, benchWorker, event.DefaultPrefix)
 }
 
 // workerEnv is the environment orch serve gives a worker's processes, on
@@ -191,7 +192,7 @@ func (s *scratchLead) notifyEnv() []string {
 func workerEnv(url, orchDir, worker, prefix string) []string {
 	return append(cleanEnv(),
 		"ORCH_URL="+url,
-		"ORCH_CREDS="+filepath.Join(orchDir, notify.CredsDir, notify.WorkerCreds),
+		"ORCH_CREDS="+filepath.Join(orchDir, orchdir.Creds, orchdir.WorkerCreds),
 		"ORCH_WORKER="+worker,
 		"ORCH_DIR="+orchDir,
 		"ORCH_PREFIX="+prefix,

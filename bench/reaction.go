@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
@@ -162,11 +163,11 @@ func reaction(ctx context.Context, o options, notifyBin, dir string) (reactionRe
 	if err := lc.Flush(); err != nil {
 		return res, err
 	}
-	seed, err := os.ReadFile(filepath.Join(sl.orchDir, notify.CredsDir, notify.WorkerCreds))
+	seed, err := os.ReadFile(filepath.Join(sl.orchDir, orchdir.Creds, orchdir.WorkerCreds))
 	if err != nil {
 		return res, err
 	}
-	wc, err := notify.Connect(notify.Config{URL: sl.url, Seed: bytes.TrimSpace(seed), Inbox: notify.WorkerInbox, Timeout: 3 * time.Second}, "bench-worker")
+	wc, err := notify.Connect(notify.Config{URL: sl.url, Seed: bytes.TrimSpace(seed), Inbox: event.WorkerInbox, Timeout: 3 * time.Second}, "bench-worker")
 	if err != nil {
 		return res, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -155,7 +156,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	if _, err := makeRepo(ctx, repo, names); err != nil {
 		return res, err
 	}
-	orchDir := filepath.Join(repo, notify.DirName)
+	orchDir := filepath.Join(repo, orchdir.Name)
 
 	bare, err := startBare(ctx, filepath.Join(dir, "bare"))
 	if err != nil {

@@ -16,7 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // benchCase is one command timed from exec to exit.
@@ -115,7 +116,7 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 		return res, err
 	}
 	defer bare.stop()
-	bareEnv := workerEnv(bare.url, bareDir, benchWorker, notify.DefaultPfx)
+	bareEnv := workerEnv(bare.url, bareDir, benchWorker, event.DefaultPrefix)
 
 	env := cleanEnv()
 	cases := []*benchCase{
@@ -199,7 +200,7 @@ func startup(ctx context.Context, o options, bins binaries, dir string) (startup
 	// orch-notify exits 0 for an event it spooled as well as for one the
 	// broker acked: no timed done may have been spooled. (c'') has no lead
 	// loop, so its spool directory must still be empty.
-	if spooled, _ := os.ReadDir(filepath.Join(bareDir, notify.SpoolDir)); len(spooled) > 0 {
+	if spooled, _ := os.ReadDir(filepath.Join(bareDir, orchdir.Spool)); len(spooled) > 0 {
 		return res, fmt.Errorf("(c''): %d events spooled instead of acked by the bare broker, e.g. %s", len(spooled), spooled[0].Name())
 	}
 	if sl.spooled > 0 {

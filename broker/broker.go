@@ -38,8 +38,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // Names of the stream and consumers.
@@ -92,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		cfg.Host = "127.0.0.1"
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = notify.DefaultPfx
+		cfg.Prefix = event.DefaultPrefix
 	}
 	if cfg.MaxStore == 0 {
 		cfg.MaxStore = DefaultMaxStore
@@ -143,8 +144,8 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		b.Shutdown()
 		return nil, err
 	}
-	ep := notify.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid()}
-	if err := writeJSON(filepath.Join(cfg.Dir, notify.BrokerFile), ep); err != nil {
+	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid()}
+	if err := writeJSON(filepath.Join(cfg.Dir, orchdir.Broker), ep); err != nil {
 		b.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
@@ -155,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 // workers started before a restart still find the broker at their ORCH_URL.
 // Otherwise -1: any free port.
 func lastPort(dir, host string) int {
-	ep, err := notify.ReadEndpoint(dir)
+	ep, err := orchdir.ReadEndpoint(dir, event.DefaultPrefix)
 	if err != nil {
 		return server.RANDOM_PORT
 	}
@@ -341,7 +342,7 @@ func users(k roleKeys, prefix string) []*server.NkeyUser {
 		}},
 		{Nkey: k.workerPub, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{prefix + ".ev.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{notify.WorkerInbox + ".>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{event.WorkerInbox + ".>"}},
 		}},
 	}
 }

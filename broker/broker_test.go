@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -32,8 +33,8 @@ func startBroker(t testing.TB) (*Broker, string) {
 
 func TestCredentialFilesArePrivate(t *testing.T) {
 	_, dir := startBroker(t)
-	for _, name := range []string{notify.LeadCreds, notify.WorkerCreds} {
-		fi, err := os.Stat(filepath.Join(dir, notify.CredsDir, name))
+	for _, name := range []string{orchdir.LeadCreds, orchdir.WorkerCreds} {
+		fi, err := os.Stat(filepath.Join(dir, orchdir.Creds, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func TestCredentialFilesArePrivate(t *testing.T) {
 			t.Errorf("%s mode = %o, want 600", name, got)
 		}
 	}
-	fi, err := os.Stat(filepath.Join(dir, notify.BrokerFile))
+	fi, err := os.Stat(filepath.Join(dir, orchdir.Broker))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestRefusesWorldReadableSeed(t *testing.T) {
 	if err := EnsureCreds(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Join(dir, notify.CredsDir, notify.WorkerCreds), 0o644); err != nil {
+	if err := os.Chmod(filepath.Join(dir, orchdir.Creds, orchdir.WorkerCreds), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := EnsureCreds(dir); !errors.Is(err, ErrCredsMode) {

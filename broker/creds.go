@@ -8,8 +8,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nkeys"
-
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 type roleKeys struct {
@@ -29,7 +28,7 @@ func EnsureCreds(dir string) error {
 // readable by others is refused rather than used.
 func loadKeys(dir string) (roleKeys, error) {
 	var k roleKeys
-	cdir := filepath.Join(dir, notify.CredsDir)
+	cdir := filepath.Join(dir, orchdir.Creds)
 	if err := os.MkdirAll(cdir, 0o700); err != nil {
 		return k, fmt.Errorf("credentials: %w", err)
 	}
@@ -37,10 +36,10 @@ func loadKeys(dir string) (roleKeys, error) {
 		return k, fmt.Errorf("credentials: %w", err)
 	}
 	var err error
-	if k.lead, err = loadOrCreate(filepath.Join(cdir, notify.LeadCreds)); err != nil {
+	if k.lead, err = loadOrCreate(filepath.Join(cdir, orchdir.LeadCreds)); err != nil {
 		return k, err
 	}
-	if k.worker, err = loadOrCreate(filepath.Join(cdir, notify.WorkerCreds)); err != nil {
+	if k.worker, err = loadOrCreate(filepath.Join(cdir, orchdir.WorkerCreds)); err != nil {
 		return k, err
 	}
 	if k.leadPub, err = k.lead.PublicKey(); err != nil {

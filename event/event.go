@@ -87,6 +87,13 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// DefaultPrefix is the subject prefix of a broker that names none.
+const DefaultPrefix = "orch"
+
+// WorkerInbox is the reply-subject prefix of the worker role, the only
+// subjects a worker may subscribe to (to receive its publish acks).
+const WorkerInbox = "_W"
+
 // Subject is where an event of this kind is published under prefix.
 func Subject(prefix string, k Kind) string {
 	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared {

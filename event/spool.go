@@ -3,11 +3,12 @@ package event
 import (
 	"errors"
 	"fmt"
-	"github.com/orch-dev/orch/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/orch-dev/orch/internal/atomicfile"
 )
 
 // Spooled is an event read back from the spool, with the file it came from.

@@ -17,6 +17,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
@@ -39,7 +40,7 @@ func FindRoot(ctx context.Context, dir string) (string, error) {
 
 // WithGitLock runs fn holding the lock that serialises orch's commits.
 func WithGitLock(root string, fn func() error) error {
-	lk, err := flock.Exclusive(filepath.Join(OrchDir(root), GitLockFile))
+	lk, err := flock.Exclusive(filepath.Join(orchdir.Of(root), orchdir.GitLock))
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func Init(ctx context.Context, dir string) (InitResult, error) {
 	}
 	root := repo.Root
 	res.Root = root
-	od := OrchDir(root)
+	od := orchdir.Of(root)
 	if err := os.MkdirAll(od, 0o700); err != nil {
 		return res, fmt.Errorf("init: %w", err)
 	}
@@ -83,7 +84,7 @@ func Init(ctx context.Context, dir string) (InitResult, error) {
 		return res, fmt.Errorf("init: %w", err)
 	}
 	var paths []string
-	if changed, err := ensureLine(filepath.Join(root, ".gitignore"), "/"+notify.DirName+"/"); err != nil {
+	if changed, err := ensureLine(filepath.Join(root, ".gitignore"), "/"+orchdir.Name+"/"); err != nil {
 		return res, fmt.Errorf("init: %w", err)
 	} else if changed {
 		paths = append(paths, ".gitignore")
@@ -214,10 +215,10 @@ func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error
 // spools it when orch serve is not running: it takes effect when it starts.
 func sendCommand(root string, e event.Event) (DispatchResult, error) {
 	res := DispatchResult{Plan: e.Plan, Event: e.ID}
-	od := OrchDir(root)
+	od := orchdir.Of(root)
 	cfg, err := notify.LeadConfig(od)
 	if err != nil || !Serving(root) {
-		cfg = notify.Config{SpoolDir: filepath.Join(od, notify.SpoolDir)}
+		cfg = notify.Config{SpoolDir: filepath.Join(od, orchdir.Spool)}
 	}
 	kept, err := notify.Send(cfg, e)
 	if err != nil {
@@ -252,7 +253,7 @@ type Report struct {
 // Reports returns the verification matrices of the named plan, or of every
 // plan that has one.
 func Reports(root, name string) ([]Report, error) {
-	st, err := LoadState(OrchDir(root))
+	st, err := LoadState(orchdir.Of(root))
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +272,13 @@ func Reports(root, name string) ([]Report, error) {
 
 // Serving reports whether an orch serve holds the repo's lock, and its pid.
 func Serving(root string) bool {
-	_, held := flock.Holder(filepath.Join(OrchDir(root), PIDFile))
+	_, held := flock.Holder(filepath.Join(orchdir.Of(root), orchdir.ServePID))
 	return held
 }
 
 // ServePID returns the pid of the running orch serve, 0 if none.
 func ServePID(root string) int {
-	pid, held := flock.Holder(filepath.Join(OrchDir(root), PIDFile))
+	pid, held := flock.Holder(filepath.Join(orchdir.Of(root), orchdir.ServePID))
 	if !held {
 		return 0
 	}
@@ -291,7 +292,7 @@ func Wait(ctx context.Context, root string, timeout time.Duration) (Callback, er
 	if !Serving(root) {
 		return cb, fmt.Errorf("wait: %w", ErrNotServing)
 	}
-	cfg, err := notify.LeadConfig(OrchDir(root))
+	cfg, err := notify.LeadConfig(orchdir.Of(root))
 	if err != nil {
 		return cb, fmt.Errorf("wait: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -84,14 +85,14 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 		add(Check{Name: "repo", Fix: "run orch inside a git repository"})
 		return out
 	}
-	od := OrchDir(root)
+	od := orchdir.Of(root)
 	if fi, err := os.Stat(od); err != nil || !fi.IsDir() {
 		add(Check{Name: "repo", Info: root, Fix: "run orch init"})
 		return out
 	}
 	add(Check{Name: "repo", OK: true, Info: root})
-	for _, f := range []string{notify.LeadCreds, notify.WorkerCreds} {
-		p := filepath.Join(od, notify.CredsDir, f)
+	for _, f := range []string{orchdir.LeadCreds, orchdir.WorkerCreds} {
+		p := filepath.Join(od, orchdir.Creds, f)
 		fi, err := os.Stat(p)
 		switch {
 		case err != nil:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // DefaultProbeTimeout bounds each agent's version command in orch doctor.
@@ -168,6 +169,6 @@ func asksCheck(root, spec string) (Check, bool) {
 	if cfg.Isolation == config.Worktree {
 		dir = WorktreeDir(root, "w1")
 	}
-	info, problem := p.Asks(agent.WorkerSpec{OrchDir: OrchDir(root), Root: root, Dir: dir, ID: "w1", Permissions: cfg.Permissions})
+	info, problem := p.Asks(agent.WorkerSpec{OrchDir: orchdir.Of(root), Root: root, Dir: dir, ID: "w1", Permissions: cfg.Permissions})
 	return Check{Name: "agent asks", OK: problem == "", Info: info, Fix: problem}, true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -247,7 +248,7 @@ func (l *Loop) setDeathHook(ctx context.Context, session string) error {
 func (l *Loop) workerEnv(id string) (map[string]string, error) {
 	env := map[string]string{
 		"ORCH_URL":    l.b.URL(),
-		"ORCH_CREDS":  filepath.Join(l.orchDir, notify.CredsDir, notify.WorkerCreds),
+		"ORCH_CREDS":  filepath.Join(l.orchDir, orchdir.Creds, orchdir.WorkerCreds),
 		"ORCH_WORKER": id,
 		"ORCH_DIR":    l.orchDir,
 		// With ORCH_URL and ORCH_PREFIX both given, orch-notify need not

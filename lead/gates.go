@@ -18,6 +18,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -201,14 +202,11 @@ func (l *Loop) gateJob(ctx context.Context, p *Plan, cmds []string) gateJob {
 	return j
 }
 
-// GatesDir holds the scratch worktrees gates run in, under .orch/.
-const GatesDir = "gates"
-
 // gateTree makes the scratch worktree for j and returns it and how to
 // remove it; the included files are copied and the setup command runs.
 func (l *Loop) gateTree(j gateJob) (string, func(), error) {
 	ctx := context.Background()
-	dir := filepath.Join(l.orchDir, GatesDir, fmt.Sprintf("%s-%d", j.plan, j.attempt))
+	dir := filepath.Join(l.orchDir, orchdir.Gates, fmt.Sprintf("%s-%d", j.plan, j.attempt))
 	_ = l.repo.RemoveWorktree(ctx, dir) // left by a lead loop that died
 	os.RemoveAll(dir)
 	if err := l.repo.AddWorktree(ctx, dir, j.rev); err != nil {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // The headless backend: no tmux. Each plan runs the agent's headless
@@ -33,9 +33,6 @@ import (
 // (the agent stopped without saying done). Its output goes to
 // .orch/logs/<plan>-<attempt>.log, written by the process itself (so it
 // survives a lead loop that dies) and cut to MaxLog when it ends.
-
-// LogsDir holds headless agents' output, under .orch/.
-const LogsDir = "logs"
 
 // MaxLog bounds one headless run's captured output.
 const MaxLog = 1 << 20
@@ -159,7 +156,7 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 	if err != nil {
 		return err
 	}
-	logs := filepath.Join(l.orchDir, LogsDir)
+	logs := filepath.Join(l.orchDir, orchdir.Logs)
 	if err := os.MkdirAll(logs, 0o700); err != nil {
 		return err
 	}
@@ -251,7 +248,7 @@ func (l *Loop) startHeadless(w *Worker, plan, line string) error {
 func (l *Loop) reportExit(n exitNote) {
 	l.ingestSpool()
 	if n.plan != "" {
-		capLog(filepath.Join(l.orchDir, LogsDir, logName(n.plan, n.attempt)))
+		capLog(filepath.Join(l.orchDir, orchdir.Logs, logName(n.plan, n.attempt)))
 	}
 	l.publishExit(n)
 }
@@ -263,7 +260,7 @@ func (l *Loop) reportExits() {
 	l.pendingExits = nil
 	for _, n := range pending {
 		if n.plan != "" {
-			capLog(filepath.Join(l.orchDir, LogsDir, logName(n.plan, n.attempt)))
+			capLog(filepath.Join(l.orchDir, orchdir.Logs, logName(n.plan, n.attempt)))
 		}
 		l.publishExit(n)
 	}
@@ -300,7 +297,7 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 		return nil, "worker free: " + e.Status
 	}
 	w.Plan = ""
-	log := filepath.Join(notify.DirName, LogsDir, logName(p.Name, p.Attempts))
+	log := filepath.Join(orchdir.Name, orchdir.Logs, logName(p.Name, p.Attempts))
 	if strings.Contains(e.Status, unknownStatus) {
 		// It ended while no lead loop watched it as its parent: stopped by
 		// orch down, killed with the tmux server's machine, or crashed. Like
@@ -318,7 +315,7 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 	}
 	said := ""
 	if how != "exit status 0" {
-		if last := lastLogLine(filepath.Join(l.orchDir, LogsDir, logName(p.Name, p.Attempts))); last != "" {
+		if last := lastLogLine(filepath.Join(l.orchDir, orchdir.Logs, logName(p.Name, p.Attempts))); last != "" {
 			said = ": " + last
 		}
 	}
@@ -438,13 +435,13 @@ func isWorkerProcess(pid int, id, orchDir string) bool {
 // process groups get SIGTERM), for orch down. Only processes that prove
 // to be this repo's workers are signalled.
 func StopHeadless(root string) ([]string, error) {
-	st, err := LoadState(OrchDir(root))
+	st, err := LoadState(orchdir.Of(root))
 	if err != nil {
 		return nil, err
 	}
 	var stopped []string
 	for _, w := range st.Workers {
-		pid := livePID(OrchDir(root), w)
+		pid := livePID(orchdir.Of(root), w)
 		if !w.Headless || pid == 0 {
 			continue
 		}

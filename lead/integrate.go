@@ -15,6 +15,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -70,13 +71,6 @@ var ErrNotApproved = errors.New("not approved")
 // ErrShared means there are no plan branches: shared isolation.
 var ErrShared = errors.New("shared isolation: plans are committed on the checked-out branch already, nothing to integrate")
 
-// IntegrateDir holds the scratch worktrees of orch integrate, under .orch/;
-// IntegrateLock keeps two runs apart.
-const (
-	IntegrateDir  = "integrate"
-	IntegrateLock = "integrate.lock"
-)
-
 // maxMoves bounds how often one plan is combined again because the base
 // branch moved (a harvest commit) while its gates ran.
 const maxMoves = 3
@@ -98,7 +92,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 	if err != nil {
 		return nil, fmt.Errorf("integrate: %w", err)
 	}
-	st, err := LoadState(OrchDir(root))
+	st, err := LoadState(orchdir.Of(root))
 	if err != nil {
 		return nil, fmt.Errorf("integrate: %w", err)
 	}
@@ -117,7 +111,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 		return nil, fmt.Errorf("integrate: HEAD is detached in %s: check out the branch to integrate into (git switch main)", root)
 	}
 	if !o.DryRun {
-		lk, pid, err := flock.TryExclusive(filepath.Join(OrchDir(root), IntegrateLock))
+		lk, pid, err := flock.TryExclusive(filepath.Join(orchdir.Of(root), orchdir.IntegrateLock))
 		if errors.Is(err, flock.ErrHeld) {
 			return nil, fmt.Errorf("integrate: another orch integrate runs (pid %d); wait for it", pid)
 		}
@@ -402,7 +396,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 // or a step with the outcome when the plan cannot go.
 func (in *integration) combine(s IntegrateStep, tip, branch string) (string, IntegrateStep) {
 	ctx := in.ctx
-	dir := filepath.Join(OrchDir(in.root), IntegrateDir, s.Plan)
+	dir := filepath.Join(orchdir.Of(in.root), orchdir.Integrate, s.Plan)
 	_ = in.repo.RemoveWorktree(ctx, dir) // one left by an interrupted run
 	os.RemoveAll(dir)
 	// A branch with merge commits (a conflict resolved by merging the base
@@ -482,7 +476,7 @@ func (in *integration) gates(name string) []string {
 // next. If the branch is no longer at tip, nothing changes and its head is
 // returned.
 func (in *integration) advance(tip, next string) (string, error) {
-	lk, err := flock.Exclusive(filepath.Join(OrchDir(in.root), GitLockFile))
+	lk, err := flock.Exclusive(filepath.Join(orchdir.Of(in.root), orchdir.GitLock))
 	if err != nil {
 		return "", err
 	}

@@ -39,15 +39,8 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/tmux"
-)
-
-// Files under .orch/ owned by the lead loop.
-const (
-	LockFile    = "serve.lock" // claimed by one orch serve; only another orch serve tries it
-	PIDFile     = "serve.pid"  // held by that orch serve, its pid inside; what clients probe
-	GitLockFile = "git.lock"
 )
 
 // MaxResult bounds the RESULT.md a harvest reads.
@@ -165,9 +158,6 @@ func send[T any](l *Loop, ch chan T, v T) {
 	}
 }
 
-// OrchDir is the .orch directory of a repo root.
-func OrchDir(root string) string { return filepath.Join(root, notify.DirName) }
-
 // Run runs the lead loop until ctx is cancelled.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
@@ -185,15 +175,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.GateTimeout <= 0 {
 		cfg.GateTimeout = DefaultGateTimeout
 	}
-	l := &Loop{cfg: cfg, orchDir: OrchDir(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
+	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), exits: make(chan exitNote, 64), starts: make(chan startCheck, 64), screens: make(chan string, 256), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, notify.DirName, cfg.Root)
+		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, orchdir.Name, cfg.Root)
 	}
-	lock, pid, err := flock.TryExclusive(filepath.Join(l.orchDir, LockFile))
+	lock, pid, err := flock.TryExclusive(filepath.Join(l.orchDir, orchdir.ServeLock))
 	if errors.Is(err, flock.ErrHeld) {
-		if p, _ := flock.Holder(filepath.Join(l.orchDir, PIDFile)); p != 0 {
+		if p, _ := flock.Holder(filepath.Join(l.orchDir, orchdir.ServePID)); p != 0 {
 			pid = p
 		}
 		return fmt.Errorf("serve: %w (pid %d); stop it with orch down, or wait for it to exit", ErrAlreadyServing, pid)
@@ -207,7 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// serve.pid is safe: only the holder of serve.lock takes it, and a
 	// probe lets go at once. It is released last, so a client that sees it
 	// free finds serve.lock free too.
-	served, err := flock.Exclusive(filepath.Join(l.orchDir, PIDFile))
+	served, err := flock.Exclusive(filepath.Join(l.orchDir, orchdir.ServePID))
 	if err != nil {
 		lock.Unlock()
 		return fmt.Errorf("serve: %w", err)
@@ -280,7 +270,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: spool watch: %w", err)
 	}
 	defer watcher.Close()
-	spool := filepath.Join(l.orchDir, notify.SpoolDir)
+	spool := filepath.Join(l.orchDir, orchdir.Spool)
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -412,7 +402,7 @@ func (l *Loop) save() error { return l.st.Save(l.orchDir) }
 // withGitLock serialises orch's own commits across processes (orch serve,
 // orch plan new, orch ledger settle).
 func (l *Loop) withGitLock(fn func() error) error {
-	lk, err := flock.Exclusive(filepath.Join(l.orchDir, GitLockFile))
+	lk, err := flock.Exclusive(filepath.Join(l.orchDir, orchdir.GitLock))
 	if err != nil {
 		return err
 	}

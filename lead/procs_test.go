@@ -1,14 +1,14 @@
 package lead
 
 import (
-	"github.com/orch-dev/orch/agent"
-	"github.com/orch-dev/orch/notify"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 func TestTaggedWorker(t *testing.T) {
@@ -63,31 +63,29 @@ func TestStopWorkerProcs(t *testing.T) {
 	}
 }
 
-// TestOrchPrivateDirs: the folders Claude Code workers may not edit
-// without asking are the ones the lead makes, and never the worktrees.
-func TestOrchPrivateDirs(t *testing.T) {
-	want := map[string]bool{agent.AgentsDir: true, notify.CredsDir: true, GatesDir: true, IntegrateDir: true, "jetstream": true, LogsDir: true, notify.SpoolDir: true}
-	for _, d := range agent.OrchPrivateDirs {
-		if !want[d] || d == WorktreesDir {
-			t.Errorf("agent.OrchPrivateDirs holds %q", d)
+// TestOrchDirLayout: what a running lead loop has made in .orch/ is named
+// by package orchdir, and everything but the worktrees is private (a
+// Claude Code worker may not edit it without asking).
+func TestOrchDirLayout(t *testing.T) {
+	root := startLoop(t)
+	private := map[string]bool{}
+	for _, n := range append(append([]string{}, orchdir.PrivateDirs...), orchdir.PrivateFiles...) {
+		if n == orchdir.Worktrees || private[n] {
+			t.Errorf("orchdir private lists hold %q wrongly or twice", n)
 		}
-		delete(want, d)
+		private[n] = true
 	}
-	if len(want) != 0 {
-		t.Errorf("agent.OrchPrivateDirs lacks %v", want)
+	entries, err := os.ReadDir(orchdir.Of(root))
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestOrchPrivateFiles(t *testing.T) {
-	want := map[string]bool{notify.BrokerFile: true, GitLockFile: true, LockFile: true, PIDFile: true, StateFile: true}
-	for _, f := range agent.OrchPrivateFiles {
-		if !want[f] {
-			t.Errorf("agent.OrchPrivateFiles holds %q", f)
+	if len(entries) < 5 {
+		t.Fatalf(".orch/ holds only %d entries", len(entries))
+	}
+	for _, e := range entries {
+		if !private[e.Name()] && e.Name() != orchdir.Worktrees {
+			t.Errorf(".orch/%s is not in orchdir.PrivateDirs or PrivateFiles", e.Name())
 		}
-		delete(want, f)
-	}
-	if len(want) != 0 {
-		t.Errorf("agent.OrchPrivateFiles lacks %v", want)
 	}
 }
 

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
 
 // ingestSpool publishes every spooled event, oldest first.
 func (l *Loop) ingestSpool() {
-	dir := filepath.Join(l.orchDir, notify.SpoolDir)
+	dir := filepath.Join(l.orchDir, orchdir.Spool)
 	good, bad, err := event.ReadSpool(dir)
 	if err != nil {
 		l.log.Error("spool", "err", err)
@@ -66,7 +67,7 @@ func (l *Loop) publishRecord(e event.Event) {
 	if err == nil {
 		return
 	}
-	path, serr := event.WriteSpool(filepath.Join(l.orchDir, notify.SpoolDir), e)
+	path, serr := event.WriteSpool(filepath.Join(l.orchDir, orchdir.Spool), e)
 	if serr != nil {
 		l.log.Error("record neither published nor spooled; the next start repeats its work", "kind", e.Kind, "plan", e.Plan, "err", err, "spool_err", serr)
 		return

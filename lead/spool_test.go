@@ -9,14 +9,14 @@ import (
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // A lead record the broker does not take (here: the lead's connection is
 // gone) is kept in the spool, to be published again, never dropped.
 func TestPublishRecordSpoolsWhenNotPublished(t *testing.T) {
-	orchDir := filepath.Join(t.TempDir(), notify.DirName)
-	spool := filepath.Join(orchDir, notify.SpoolDir)
+	orchDir := filepath.Join(t.TempDir(), orchdir.Name)
+	spool := filepath.Join(orchDir, orchdir.Spool)
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/internal/atomicfile"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -36,9 +37,6 @@ const (
 	PlanConflict   = "conflict"
 	PlanIntegrated = "integrated"
 )
-
-// StateFile is the lead loop's record under .orch/.
-const StateFile = "state.json"
 
 // maxRejected bounds the list of refused events kept for orch status.
 const maxRejected = 100
@@ -195,7 +193,7 @@ func newState() *State {
 // empty state.
 func LoadState(orchDir string) (*State, error) {
 	st := newState()
-	data, err := os.ReadFile(filepath.Join(orchDir, StateFile))
+	data, err := os.ReadFile(filepath.Join(orchDir, orchdir.State))
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
 	}
@@ -203,7 +201,7 @@ func LoadState(orchDir string) (*State, error) {
 		return nil, fmt.Errorf("load state: %w", err)
 	}
 	if err := json.Unmarshal(data, st); err != nil {
-		return nil, fmt.Errorf("load state: %s: %w", StateFile, err)
+		return nil, fmt.Errorf("load state: %s: %w", orchdir.State, err)
 	}
 	if st.Plans == nil {
 		st.Plans = map[string]*Plan{}
@@ -240,7 +238,7 @@ func (st *State) Save(orchDir string) error {
 	if err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
-	if err := atomicfile.Write(filepath.Join(orchDir, StateFile), append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(orchDir, orchdir.State), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 func TestSnapshotRestoresTheStateAsItWas(t *testing.T) {
@@ -44,12 +46,12 @@ func TestSaveIsReadBackAsSaved(t *testing.T) {
 	if err := st.Save(dir); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(dir, StateFile))
+	fi, err := os.Stat(filepath.Join(dir, orchdir.State))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("%s mode %v, want 0600", StateFile, fi.Mode().Perm())
+		t.Errorf("%s mode %v, want 0600", orchdir.State, fi.Mode().Perm())
 	}
 	back, err := LoadState(dir)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/internal/flock"
-	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -42,7 +42,7 @@ type PlanView struct {
 // Status builds the status view of the repo at root.
 func Status(root string) (StatusView, error) {
 	v := StatusView{Workers: []*Worker{}, Plans: []PlanView{}}
-	st, err := LoadState(OrchDir(root))
+	st, err := LoadState(orchdir.Of(root))
 	if err != nil {
 		return v, err
 	}
@@ -143,13 +143,13 @@ func waiting(st *State, d *plans.Plan) string {
 
 // pane finds a worker's pane from the lead loop's record.
 func pane(root, id string) (string, *State, error) {
-	st, err := LoadState(OrchDir(root))
+	st, err := LoadState(orchdir.Of(root))
 	if err != nil {
 		return "", nil, err
 	}
 	w := st.Worker(id)
 	if w != nil && w.Headless {
-		return "", nil, fmt.Errorf("%w: %s is a headless worker: it has no screen and reads no input; its output is in %s/%s/<plan>-<attempt>.log", ErrNoFleet, id, notify.DirName, LogsDir)
+		return "", nil, fmt.Errorf("%w: %s is a headless worker: it has no screen and reads no input; its output is in %s/%s/<plan>-<attempt>.log", ErrNoFleet, id, orchdir.Name, orchdir.Logs)
 	}
 	if w == nil || w.Pane == "" {
 		return "", nil, fmt.Errorf("%w: %q (orch status lists the workers)", ErrNoFleet, id)
@@ -199,7 +199,7 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 		// the moment orch serve exits; the timer is a one-shot deadline.
 		released := make(chan error, 1)
 		go func() {
-			lk, err := flock.Exclusive(filepath.Join(OrchDir(root), PIDFile))
+			lk, err := flock.Exclusive(filepath.Join(orchdir.Of(root), orchdir.ServePID))
 			if err == nil {
 				lk.Unlock()
 			}
@@ -224,13 +224,13 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 	if err != nil {
 		return stopped, err
 	}
-	st, err := LoadState(OrchDir(root))
+	st, err := LoadState(orchdir.Of(root))
 	if err != nil {
 		return stopped, err
 	}
 	// Whatever the agents started and left running goes last, once their
 	// panes and headless processes are gone.
-	defer func() { stopped = append(stopped, stopWorkerProcs(OrchDir(root), 3*time.Second)...) }()
+	defer func() { stopped = append(stopped, stopWorkerProcs(orchdir.Of(root), 3*time.Second)...) }()
 	if st.Session == "" {
 		return stopped, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -26,9 +27,6 @@ import (
 // left in its worktree onto that branch and copies RESULT.md into the repo,
 // where it is committed on the base branch as in shared isolation. The code
 // stays on the branch until orch integrate merges it.
-
-// WorktreesDir is where the workers' worktrees live, under .orch/.
-const WorktreesDir = "worktrees"
 
 // IncludeFile lists files (git-ignored ones, like .env) copied from the
 // repo into each worktree before a plan is dispatched.
@@ -44,7 +42,9 @@ func PlanBranch(plan string) string { return BranchPrefix + plan }
 func (l *Loop) isolated() bool { return l.conf.Isolation == config.Worktree }
 
 // WorktreeDir is worker id's worktree in the repo at root.
-func WorktreeDir(root, id string) string { return filepath.Join(OrchDir(root), WorktreesDir, id) }
+func WorktreeDir(root, id string) string {
+	return filepath.Join(orchdir.Of(root), orchdir.Worktrees, id)
+}
 
 // workDir is where worker id edits: its worktree, or the repo itself in
 // shared isolation.
@@ -112,7 +112,7 @@ func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
 	if holder, err := l.repo.WorktreeOf(ctx, branch); err != nil {
 		return err
 	} else if holder != "" && filepath.Clean(holder) != filepath.Clean(dir) {
-		if filepath.Dir(filepath.Clean(holder)) != filepath.Join(l.orchDir, WorktreesDir) {
+		if filepath.Dir(filepath.Clean(holder)) != filepath.Join(l.orchDir, orchdir.Worktrees) {
 			// Someone's own checkout: never commit in it or move it.
 			return fmt.Errorf("%w: %s is checked out in %s; switch that checkout to another branch, then orch dispatch %s again", ErrBranchHeld, branch, holder, p.Name)
 		}

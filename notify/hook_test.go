@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 // worktreeOnPlan makes a linked worktree of root on branch orch/<plan>.
@@ -162,14 +163,14 @@ func TestCodexHookEvent(t *testing.T) {
 // empty, and no broker is needed to find that out).
 func TestHookNeverFails(t *testing.T) {
 	root := repoWithOrch(t)
-	spool := filepath.Join(root, DirName, SpoolDir)
+	spool := filepath.Join(root, orchdir.Name, orchdir.Spool)
 	env := func(worker string) Env {
 		return func(k string) string {
 			switch k {
 			case "ORCH_WORKER":
 				return worker
 			case "ORCH_DIR":
-				return filepath.Join(root, DirName)
+				return filepath.Join(root, orchdir.Name)
 			case "ORCH_NOTIFY_TIMEOUT":
 				return "200ms"
 			}
@@ -228,7 +229,7 @@ func TestHookSpoolsWhenNoBroker(t *testing.T) {
 		case "ORCH_WORKER":
 			return "w2"
 		case "ORCH_DIR":
-			return filepath.Join(root, DirName)
+			return filepath.Join(root, orchdir.Name)
 		case "ORCH_NOTIFY_TIMEOUT":
 			return "200ms"
 		}
@@ -239,7 +240,7 @@ func TestHookSpoolsWhenNoBroker(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr.String(), "spooled") {
 		t.Fatalf("exit %d, stderr %q; want 0 and spooled", code, stderr.String())
 	}
-	events, bad, err := event.ReadSpool(filepath.Join(root, DirName, SpoolDir))
+	events, bad, err := event.ReadSpool(filepath.Join(root, orchdir.Name, orchdir.Spool))
 	if err != nil || len(bad) != 0 || len(events) != 1 {
 		t.Fatalf("spool: %v, %v, %v; want one event", events, bad, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,31 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
-
-// Layout of the .orch/ runtime directory, shared with the broker and the lead loop.
-const (
-	DirName     = ".orch"
-	BrokerFile  = "broker.json" // where the running broker can be reached
-	CredsDir    = "creds"
-	SpoolDir    = "spool"
-	WorkerCreds = "worker.nk" // NKey seed of the worker role
-	LeadCreds   = "lead.nk"   // NKey seed of the lead role
-	DefaultPfx  = "orch"
-)
-
-// WorkerInbox is the reply-subject prefix of the worker role, the only
-// subjects a worker may subscribe to (to receive its publish acks).
-const WorkerInbox = "_W"
-
-// Endpoint is what broker.json records about a running broker. It holds no
-// secret.
-type Endpoint struct {
-	URL    string `json:"url"`
-	Prefix string `json:"prefix"`
-	Stream string `json:"stream"`
-	PID    int    `json:"pid,omitempty"`
-}
 
 // Config is everything a client needs to reach the broker.
 type Config struct {
@@ -69,22 +47,22 @@ func FindDir(dir string) (string, error) {
 		return "", err
 	}
 	for d := dir; ; d = filepath.Dir(d) {
-		if fi, err := os.Stat(filepath.Join(d, DirName)); err == nil && fi.IsDir() {
-			return filepath.Join(d, DirName), nil
+		if fi, err := os.Stat(filepath.Join(d, orchdir.Name)); err == nil && fi.IsDir() {
+			return filepath.Join(d, orchdir.Name), nil
 		}
 		gitPath := filepath.Join(d, ".git")
 		if fi, err := os.Lstat(gitPath); err == nil {
 			if fi.Mode().IsRegular() {
 				if main, ok := mainFromGitFile(gitPath); ok {
-					if fi, err := os.Stat(filepath.Join(main, DirName)); err == nil && fi.IsDir() {
-						return filepath.Join(main, DirName), nil
+					if fi, err := os.Stat(filepath.Join(main, orchdir.Name)); err == nil && fi.IsDir() {
+						return filepath.Join(main, orchdir.Name), nil
 					}
 				}
 			}
-			return "", fmt.Errorf("%w: %s is a git repository without %s (run orch init there)", ErrNoRepo, d, DirName)
+			return "", fmt.Errorf("%w: %s is a git repository without %s (run orch init there)", ErrNoRepo, d, orchdir.Name)
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("%w: no %s found from %s upwards (run orch init in the repo, or set ORCH_URL and ORCH_CREDS)", ErrNoRepo, DirName, dir)
+			return "", fmt.Errorf("%w: no %s found from %s upwards (run orch init in the repo, or set ORCH_URL and ORCH_CREDS)", ErrNoRepo, orchdir.Name, dir)
 		}
 	}
 }
@@ -124,17 +102,14 @@ func gitdirFromFile(path string) (string, bool) {
 }
 
 // ReadEndpoint reads broker.json from an .orch directory.
-func ReadEndpoint(orchDir string) (Endpoint, error) {
-	var ep Endpoint
-	data, err := os.ReadFile(filepath.Join(orchDir, BrokerFile))
-	if err != nil {
+func ReadEndpoint(orchDir string) (orchdir.Endpoint, error) {
+	ep, err := orchdir.ReadEndpoint(orchDir, event.DefaultPrefix)
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
 		return ep, fmt.Errorf("%w: %v (is orch serve running?)", ErrNoBroker, err)
-	}
-	if err := json.Unmarshal(data, &ep); err != nil {
-		return ep, fmt.Errorf("%w: %s: %v", ErrNoBroker, BrokerFile, err)
-	}
-	if ep.Prefix == "" {
-		ep.Prefix = DefaultPfx
+	case err != nil:
+		return ep, fmt.Errorf("%w: %s: %v", ErrNoBroker, orchdir.Broker, err)
 	}
 	return ep, nil
 }
@@ -144,7 +119,7 @@ func ReadEndpoint(orchDir string) (Endpoint, error) {
 // it), ORCH_PREFIX, ORCH_SPOOL. What it does not give is read from the .orch
 // directory found from cwd (or named by ORCH_DIR).
 func WorkerConfig(env Env, cwd string) (Config, error) {
-	cfg := Config{Inbox: WorkerInbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL")}
+	cfg := Config{Inbox: event.WorkerInbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL")}
 	if d, err := time.ParseDuration(env("ORCH_NOTIFY_TIMEOUT")); err == nil && d > 0 {
 		cfg.Timeout = d
 	}
@@ -155,7 +130,7 @@ func WorkerConfig(env Env, cwd string) (Config, error) {
 	}
 	if orchDir != "" {
 		if cfg.SpoolDir == "" {
-			cfg.SpoolDir = filepath.Join(orchDir, SpoolDir)
+			cfg.SpoolDir = filepath.Join(orchDir, orchdir.Spool)
 		}
 		if cfg.URL == "" || cfg.Prefix == "" {
 			if ep, err := ReadEndpoint(orchDir); err == nil {
@@ -169,7 +144,7 @@ func WorkerConfig(env Env, cwd string) (Config, error) {
 		}
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPfx
+		cfg.Prefix = event.DefaultPrefix
 	}
 	switch {
 	case env("ORCH_TOKEN") != "":
@@ -181,7 +156,7 @@ func WorkerConfig(env Env, cwd string) (Config, error) {
 		}
 		cfg.Seed = seed
 	case orchDir != "":
-		seed, err := readSeed(filepath.Join(orchDir, CredsDir, WorkerCreds))
+		seed, err := readSeed(filepath.Join(orchDir, orchdir.Creds, orchdir.WorkerCreds))
 		if err != nil {
 			return cfg, err
 		}
@@ -202,11 +177,11 @@ func LeadConfig(orchDir string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	seed, err := readSeed(filepath.Join(orchDir, CredsDir, LeadCreds))
+	seed, err := readSeed(filepath.Join(orchDir, orchdir.Creds, orchdir.LeadCreds))
 	if err != nil {
 		return Config{}, err
 	}
-	return Config{URL: ep.URL, Prefix: ep.Prefix, Seed: seed, SpoolDir: filepath.Join(orchDir, SpoolDir), Timeout: 3 * time.Second}, nil
+	return Config{URL: ep.URL, Prefix: ep.Prefix, Seed: seed, SpoolDir: filepath.Join(orchDir, orchdir.Spool), Timeout: 3 * time.Second}, nil
 }
 
 func readSeed(path string) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 func gitRun(t *testing.T, dir string, args ...string) {
@@ -37,14 +38,14 @@ func repoWithOrch(t *testing.T) string {
 	gitRun(t, root, "commit", "-qm", "c")
 	kp, _ := nkeys.CreateUser()
 	seed, _ := kp.Seed()
-	os.MkdirAll(filepath.Join(root, DirName, CredsDir), 0o700)
-	os.WriteFile(filepath.Join(root, DirName, CredsDir, WorkerCreds), seed, 0o600)
+	os.MkdirAll(filepath.Join(root, orchdir.Name, orchdir.Creds), 0o700)
+	os.WriteFile(filepath.Join(root, orchdir.Name, orchdir.Creds, orchdir.WorkerCreds), seed, 0o600)
 	return root
 }
 
 func TestFindDirFromSubdirAndWorktree(t *testing.T) {
 	root := repoWithOrch(t)
-	want := filepath.Join(root, DirName)
+	want := filepath.Join(root, orchdir.Name)
 	sub := filepath.Join(root, "a", "b")
 	os.MkdirAll(sub, 0o755)
 	wt := filepath.Join(filepath.Dir(root), "wt")
@@ -66,14 +67,14 @@ func envOf(m map[string]string) Env { return func(k string) string { return m[k]
 
 func TestWorkerConfigPrecedence(t *testing.T) {
 	root := repoWithOrch(t)
-	od := filepath.Join(root, DirName)
-	os.WriteFile(filepath.Join(od, BrokerFile), []byte(`{"url":"nats://127.0.0.1:4999","prefix":"orch"}`), 0o600)
+	od := filepath.Join(root, orchdir.Name)
+	os.WriteFile(filepath.Join(od, orchdir.Broker), []byte(`{"url":"nats://127.0.0.1:4999","prefix":"orch"}`), 0o600)
 
 	cfg, err := WorkerConfig(envOf(nil), root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.URL != "nats://127.0.0.1:4999" || cfg.SpoolDir != filepath.Join(od, SpoolDir) || len(cfg.Seed) == 0 || cfg.Inbox != WorkerInbox {
+	if cfg.URL != "nats://127.0.0.1:4999" || cfg.SpoolDir != filepath.Join(od, orchdir.Spool) || len(cfg.Seed) == 0 || cfg.Inbox != event.WorkerInbox {
 		t.Errorf("from .orch: %+v", cfg)
 	}
 	kp, _ := nkeys.CreateUser()

@@ -11,9 +11,10 @@
 package plans
 
 import (
-	"github.com/orch-dev/orch/event"
 	"maps"
 	"math"
+
+	"github.com/orch-dev/orch/event"
 
 	"bytes"
 	"errors"

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -47,7 +48,7 @@ func run(dir string, n int, pause time.Duration) error {
 	if err != nil {
 		return err
 	}
-	seed, err := os.ReadFile(filepath.Join(dir, notify.CredsDir, notify.WorkerCreds))
+	seed, err := os.ReadFile(filepath.Join(dir, orchdir.Creds, orchdir.WorkerCreds))
 	if err != nil {
 		return err
 	}

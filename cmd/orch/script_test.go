@@ -17,6 +17,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
@@ -100,7 +101,7 @@ func cmdWaitServing(ts *testscript.TestScript, neg bool, args []string) {
 		if !lead.Serving(root) {
 			return false
 		}
-		ep, err := notify.ReadEndpoint(filepath.Join(root, notify.DirName))
+		ep, err := notify.ReadEndpoint(filepath.Join(root, orchdir.Name))
 		return err == nil && ep.PID == lead.ServePID(root)
 	}, "orch serve in %s", root)
 }
@@ -239,7 +240,7 @@ func cmdCheckReport(ts *testscript.TestScript, neg bool, args []string) {
 // out before its dependencies were done.
 func cmdCheckDeps(ts *testscript.TestScript, neg bool, args []string) {
 	root := ts.MkAbs(".")
-	st, err := lead.LoadState(lead.OrchDir(root))
+	st, err := lead.LoadState(orchdir.Of(root))
 	if err != nil {
 		ts.Fatalf("%v", err)
 	}

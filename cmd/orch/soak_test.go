@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
@@ -84,7 +85,7 @@ func TestSoak(t *testing.T) {
 		}
 		pid := serve.Process.Pid
 		eventually.True(t, 30*time.Second, func() bool {
-			ep, err := notify.ReadEndpoint(filepath.Join(root, notify.DirName))
+			ep, err := notify.ReadEndpoint(filepath.Join(root, orchdir.Name))
 			return err == nil && ep.PID == pid && lead.ServePID(root) == pid
 		}, "orch serve (pid %d) to be up", pid)
 	}
