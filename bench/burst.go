@@ -24,6 +24,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
@@ -260,7 +261,7 @@ func burst(ctx context.Context, o options, notifyBin, dir string) (burstResult, 
 	var mu sync.Mutex
 	cbPerPlan := map[string]int{}
 	sub, err := lc.Subscribe(cfg.Prefix+".cb.>", func(m *nats.Msg) {
-		if cb, err := lead.ParseCallback(m.Data); err == nil {
+		if cb, err := event.ParseCallback(m.Data); err == nil {
 			mu.Lock()
 			cbPerPlan[cb.Plan]++
 			mu.Unlock()
@@ -435,9 +436,9 @@ func (res *burstResult) count(ctx context.Context, root string, names []string, 
 	if err != nil {
 		return err
 	}
-	state := map[string]string{}
+	states := map[string]state.PlanState{}
 	for _, p := range st.Plans {
-		state[p.Name] = p.State
+		states[p.Name] = p.State
 	}
 	// Every commit, newest first: its Orch-Ledger-Event trailers, then the
 	// files it touched. A harvest commit is one touching a RESULT.md, alone
@@ -509,9 +510,9 @@ func (res *burstResult) count(ctx context.Context, root string, names []string, 
 	for _, n := range names {
 		res.Callbacks += cbPerPlan[n]
 		var lost, doubled []string
-		if state[n] != lead.PlanDone {
+		if states[n] != state.PlanDone {
 			res.NotDone++
-			lost = append(lost, "state "+state[n])
+			lost = append(lost, "state "+string(states[n]))
 		}
 		for _, c := range []struct {
 			what string

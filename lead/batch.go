@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
 )
@@ -90,7 +91,7 @@ func (l *Loop) batchable(m jetstream.Msg) (batchItem, bool) {
 		return batchItem{}, false
 	}
 	p, _, why := l.holder(e)
-	if why != "" || (p.State != PlanDispatched && p.State != PlanRunning) || p.VerifyOf != "" {
+	if why != "" || (p.State != state.PlanDispatched && p.State != state.PlanRunning) || p.VerifyOf != "" {
 		return batchItem{}, false
 	}
 	def := l.def(p)
@@ -143,7 +144,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		}
 		return
 	}
-	before := l.st.snapshot()
+	before := l.st.Snapshot()
 	err = l.withGitLock(func() error {
 		done, err := l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth)
 		if err != nil {
@@ -201,7 +202,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	if err != nil {
 		// One bad item must not hold up the others: each goes the one-event
 		// way, which commits what it can and retries the rest alone.
-		l.st = before.restore(l.st)
+		l.st = before.Restore(l.st)
 		l.log.Warn("batch harvest not committed; harvesting one by one", "events", len(items), "err", err)
 		for _, it := range items {
 			l.handleMsg(ctx, it.m)
@@ -209,13 +210,13 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 		return
 	}
 	now := l.cfg.Now().UTC()
-	cbs := make([]*Callback, len(items))
+	cbs := make([]*event.Callback, len(items))
 	for i, it := range items {
 		p := l.st.Plans[it.e.Plan]
-		p.State, p.Reason, p.Updated = PlanDone, "", now
+		p.State, p.Reason, p.Updated = state.PlanDone, "", now
 		l.free(l.st.Worker(it.e.Worker))
-		cbs[i] = newCallback(CallbackDone, it.e.ID, p.Name, p.Worker, p.Status, p.Result)
-		l.st.Handled[it.e.ID] = &Handled{Kind: string(event.Done), Plan: it.e.Plan, Time: now, Callback: cbs[i], Note: "harvested " + short(p.Result) + " (batch)"}
+		cbs[i] = event.NewCallback(event.CallbackDone, it.e.ID, p.Name, p.Worker, p.Status, p.Result)
+		l.st.Handled[it.e.ID] = &state.Handled{Kind: string(event.Done), Plan: it.e.Plan, Time: now, Callback: cbs[i], Note: "harvested " + short(p.Result) + " (batch)"}
 		delete(l.st.Errors, it.e.ID)
 	}
 	names := make([]string, len(items))
@@ -229,7 +230,7 @@ func (l *Loop) harvestBatch(ctx context.Context, items []batchItem) {
 	// and a redelivery, even past the broker's duplicate window, publishes
 	// no callback twice.
 	if err := l.save(); err != nil {
-		l.st = before.restore(l.st)
+		l.st = before.Restore(l.st)
 		l.log.Error("save state after a batch harvest; its events will be redelivered", "err", err)
 		for _, it := range items {
 			it.m.NakWithDelay(retryBackoff(it.m))

@@ -18,6 +18,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
@@ -247,13 +248,13 @@ func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult,
 // Report is one plan's verification matrix, for orch report.
 type Report struct {
 	Plan string `json:"plan"`
-	*Verification
+	*plans.Verification
 }
 
 // Reports returns the verification matrices of the named plan, or of every
 // plan that has one.
 func Reports(root, name string) ([]Report, error) {
-	st, err := LoadState(orchdir.Of(root))
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		return nil, err
 	}
@@ -287,8 +288,8 @@ func ServePID(root string) int {
 
 // Wait blocks until the lead loop has a callback the lead has not seen,
 // takes it (so the next Wait gets the next one) and returns it.
-func Wait(ctx context.Context, root string, timeout time.Duration) (Callback, error) {
-	var cb Callback
+func Wait(ctx context.Context, root string, timeout time.Duration) (event.Callback, error) {
+	var cb event.Callback
 	if !Serving(root) {
 		return cb, fmt.Errorf("wait: %w", ErrNotServing)
 	}
@@ -333,7 +334,7 @@ func Wait(ctx context.Context, root string, timeout time.Duration) (Callback, er
 		if err := nc.Flush(); err != nil {
 			return cb, fmt.Errorf("wait: %w", err)
 		}
-		if cb, err = ParseCallback(m.Data()); err != nil {
+		if cb, err = event.ParseCallback(m.Data()); err != nil {
 			m.Term()
 			return cb, fmt.Errorf("wait: %w", err)
 		}

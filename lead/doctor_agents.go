@@ -14,6 +14,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
 
@@ -114,7 +115,7 @@ func firstLine(s string) string {
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
 		if l := strings.TrimSpace(sc.Text()); l != "" {
-			return oneLine(l)
+			return event.OneLine(l)
 		}
 	}
 	return ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -48,7 +49,7 @@ func retryBackoff(m jetstream.Msg) time.Duration {
 
 // died handles a worker whose program ended: the worker is dead, its plan
 // is queued again once, and fails the second time.
-func (l *Loop) died(e event.Event) (*Callback, string) {
+func (l *Loop) died(e event.Event) (*event.Callback, string) {
 	w := l.st.Worker(e.Worker)
 	if w == nil {
 		return nil, l.refuse(e, "unknown worker "+e.Worker)
@@ -59,7 +60,7 @@ func (l *Loop) died(e event.Event) (*Callback, string) {
 	if e.Pane != w.Pane {
 		return nil, fmt.Sprintf("ignored: pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane)
 	}
-	if w.State == WorkerDead {
+	if w.State == state.WorkerDead {
 		return nil, "ignored: already dead"
 	}
 	now := l.cfg.Now().UTC()
@@ -67,13 +68,13 @@ func (l *Loop) died(e event.Event) (*Callback, string) {
 	if reason == "" {
 		reason = "process ended"
 	}
-	w.State, w.Reason, w.Since = WorkerDead, reason, now
+	w.State, w.Reason, w.Since = state.WorkerDead, reason, now
 	plan := w.Plan
 	w.Plan = ""
 	l.log.Warn("worker died", "worker", w.ID, "pane", e.Pane, "reason", reason, "plan", plan)
 	p := l.st.Plans[plan]
-	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
-		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason, ""), "worker dead"
+	if p == nil || p.Worker != w.ID || (p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
+		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason, ""), "worker dead"
 	}
 	return l.requeueOrFail(e, w, p, reason)
 }
@@ -82,7 +83,7 @@ func (l *Loop) died(e event.Event) (*Callback, string) {
 // already has a new pane): by now every event sent before the loss has been
 // handled, so if the plan is still held, its work is lost and it is queued
 // again (once), and the worker, in its new pane, is free.
-func (l *Loop) lostPane(e event.Event) (*Callback, string) {
+func (l *Loop) lostPane(e event.Event) (*event.Callback, string) {
 	w := l.st.Worker(e.Worker)
 	if w == nil {
 		return nil, l.refuse(e, "unknown worker "+e.Worker)
@@ -91,7 +92,7 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 	if e.Attempt != 0 && p != nil && p.Attempts != e.Attempt {
 		return nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, e.Plan, p.Attempts)
 	}
-	if p != nil && p.State == PlanQueued && p.Preparing != 0 && p.Worker == w.ID {
+	if p != nil && p.State == state.PlanQueued && p.Preparing != 0 && p.Worker == w.ID {
 		// Only its setup was running (in the worktree, which outlives the
 		// pane): it runs again, and the new pane gets the line.
 		return nil, "ignored: " + w.ID + " was only preparing " + e.Plan
@@ -104,10 +105,10 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 	if w.Plan == e.Plan && w.PID == 0 {
 		w.Plan = ""
 		if !w.Starting { // a new pane's agent not at its prompt yet stays busy
-			w.State, w.Since = WorkerIdle, l.cfg.Now().UTC()
+			w.State, w.Since = state.WorkerIdle, l.cfg.Now().UTC()
 		}
 	}
-	if p == nil || p.Worker != w.ID || (p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
+	if p == nil || p.Worker != w.ID || (p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
 		return nil, "ignored: plan " + e.Plan + " no longer held by " + w.ID
 	}
 	return l.requeueOrFail(e, w, p, e.Status)
@@ -115,15 +116,15 @@ func (l *Loop) lostPane(e event.Event) (*Callback, string) {
 
 // requeueOrFail queues a plan whose worker was lost again, once; the second
 // loss fails it.
-func (l *Loop) requeueOrFail(e event.Event, w *Worker, p *Plan, reason string) (*Callback, string) {
+func (l *Loop) requeueOrFail(e event.Event, w *state.Worker, p *state.Run, reason string) (*event.Callback, string) {
 	now := l.cfg.Now().UTC()
 	if p.Attempts < 2 {
 		// A plan pinned to the lost worker (--to) is free to go elsewhere.
-		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now, now
-		return newCallback(CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), "worker lost, plan queued again"
+		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = state.PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now, now
+		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), "worker lost, plan queued again"
 	}
-	p.State, p.Worker, p.Reason, p.Updated = PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
-	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "worker lost, plan failed"
+	p.State, p.Worker, p.Reason, p.Updated = state.PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "worker lost, plan failed"
 }
 
 // ackCheck is the one timer armed per dispatch: if the plan is still only
@@ -134,7 +135,7 @@ type ackCheck struct {
 	resent  bool
 }
 
-func (l *Loop) armAck(p *Plan, resent bool) {
+func (l *Loop) armAck(p *state.Run, resent bool) {
 	if l.cfg.AckTimeout <= 0 {
 		return
 	}
@@ -147,7 +148,7 @@ func (l *Loop) armAck(p *Plan, resent bool) {
 // plan fails with what the screen showed.
 func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 	p := l.st.Plans[c.plan]
-	if p == nil || p.State != PlanDispatched || p.Attempts != c.attempt {
+	if p == nil || p.State != state.PlanDispatched || p.Attempts != c.attempt {
 		return // acknowledged, or moved on since
 	}
 	w := l.st.Worker(p.Worker)
@@ -185,12 +186,12 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 		return
 	}
 	evidence := lastLines(screen, 8)
-	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("no started from %s within %s of dispatch, line re-sent once (dispatch line on screen: %v); screen: %s",
+	p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("no started from %s within %s of dispatch, line re-sent once (dispatch line on screen: %v); screen: %s",
 		w.ID, l.cfg.AckTimeout, shown, evidence), l.cfg.Now().UTC()
 	p.Unacked = true
-	w.State, w.Plan, w.Reason = WorkerDead, "", "did not acknowledge dispatch of "+p.Name
+	w.State, w.Plan, w.Reason = state.WorkerDead, "", "did not acknowledge dispatch of "+p.Name
 	l.log.Warn("dispatch not acknowledged: plan failed", "plan", p.Name, "worker", w.ID)
-	l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, newCallback(CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", "")))
+	l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, event.NewCallback(event.CallbackFailed, fmt.Sprintf("ack-%s-%d", p.Name, p.Attempts), p.Name, w.ID, "no started after dispatch and one re-send", "")))
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
@@ -216,7 +217,7 @@ func (l *Loop) flushOutbox() {
 
 // retype re-sends a dispatch: Enter alone when the line is already on the
 // worker's screen, the whole line otherwise.
-func (l *Loop) retype(ctx context.Context, w *Worker, plan string, shown bool) error {
+func (l *Loop) retype(ctx context.Context, w *state.Worker, plan string, shown bool) error {
 	if !shown {
 		return l.typeLine(ctx, w, plan)
 	}
@@ -239,7 +240,7 @@ func lastLines(s string, n int) string {
 // typeLine types the dispatch line for plan into w's pane, after checking
 // that the pane is still w's: a pane that cannot be proven to be the right
 // worker is never typed into.
-func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
+func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error {
 	line, err := DispatchLine(plan, l.notifyBin())
 	if err != nil {
 		return err
@@ -284,13 +285,13 @@ func (l *Loop) typeLine(ctx context.Context, w *Worker, plan string) error {
 
 // armEcho arms the one timer that presses Enter for p's typed line if it
 // never shows on the screen.
-func (l *Loop) armEcho(w *Worker, p *Plan) {
+func (l *Loop) armEcho(w *state.Worker, p *state.Run) {
 	c := startCheck{worker: w.ID, echo: p.Name, attempt: p.Attempts}
 	time.AfterFunc(echoTimeout, func() { send(l, l.starts, c) })
 }
 
 // checkPane proves that w's pane is w's: a live pane whose @orch_worker
 // option names it.
-func (l *Loop) checkPane(ctx context.Context, w *Worker) error {
+func (l *Loop) checkPane(ctx context.Context, w *state.Worker) error {
 	return l.tmux.ProvePane(ctx, w.Pane, w.ID, false)
 }

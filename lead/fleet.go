@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -51,7 +52,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	now := l.cfg.Now().UTC()
 	for i := 1; i <= l.cfg.Workers; i++ {
 		id := fmt.Sprintf("w%d", i)
-		w := l.st.ensureWorker(id, now)
+		w := l.st.EnsureWorker(id, now)
 		if w.Headless {
 			if pid := livePID(l.orchDir, w); pid != 0 {
 				return fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, pid)
@@ -65,8 +66,8 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 				l.log.Info("worker re-adopted in a renumbered pane", "worker", id, "pane", p.ID, "was", w.Pane)
 			}
 			w.Pane = p.ID
-			if w.State == WorkerDead {
-				w.State, w.Reason = WorkerIdle, ""
+			if w.State == state.WorkerDead {
+				w.State, w.Reason = state.WorkerIdle, ""
 			}
 			l.watchPane(id, p.ID, p.PID)
 			continue
@@ -105,7 +106,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			l.log.Info("worker up in a new pane; its plan's fate is decided once earlier events are in", "worker", id, "pane", pane, "plan", w.Plan)
 			continue
 		}
-		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, WorkerIdle, "", "", now, hostname()
+		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, state.WorkerIdle, "", "", now, hostname()
 		if l.waitsForPrompt() {
 			l.starting(w, now)
 		}
@@ -278,7 +279,7 @@ func ShellQuote(s string) string {
 
 // paneAlive says whether w's recorded pane is still there and provably w's
 // (false when tmux itself is missing or its server is gone).
-func (l *Loop) paneAlive(w *Worker) bool {
+func (l *Loop) paneAlive(w *state.Worker) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return tmux.New(l.cfg.TmuxSocket).ProvePane(ctx, w.Pane, w.ID, false) == nil

@@ -19,6 +19,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -190,7 +191,7 @@ type gateJob struct {
 }
 
 // gateJob is the gate run for p's current attempt.
-func (l *Loop) gateJob(ctx context.Context, p *Plan, cmds []string) gateJob {
+func (l *Loop) gateJob(ctx context.Context, p *state.Run, cmds []string) gateJob {
 	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: cmds, dir: l.cfg.Root, worker: p.Worker}
 	if l.isolated() {
 		if sha, err := l.repo.RevParse(ctx, "refs/heads/"+PlanBranch(p.Name)); err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 )
 
@@ -92,11 +93,11 @@ func TestJudge(t *testing.T) {
 }
 
 func TestEligibleNeverTheAuthor(t *testing.T) {
-	l := &Loop{st: newState()}
+	l := &Loop{st: state.New()}
 	for _, id := range []string{"w1", "w2", "w3"} {
-		l.st.Workers = append(l.st.Workers, &Worker{ID: id, State: WorkerIdle, Pane: "%1"})
+		l.st.Workers = append(l.st.Workers, &state.Worker{ID: id, State: state.WorkerIdle, Pane: "%1"})
 	}
-	vp := &Plan{Name: "p.v1r2", Exclude: []string{"w1"}, Avoid: []string{"w2"}}
+	vp := &state.Run{Name: "p.v1r2", Exclude: []string{"w1"}, Avoid: []string{"w2"}}
 	want := map[string]bool{"w1": false, "w2": false, "w3": true}
 	for _, w := range l.st.Workers {
 		if got := l.eligible(vp, w); got != want[w.ID] {
@@ -104,7 +105,7 @@ func TestEligibleNeverTheAuthor(t *testing.T) {
 		}
 	}
 	// With w3 dead, an earlier verifier may verify again; the author never.
-	l.st.Workers[2].State = WorkerDead
+	l.st.Workers[2].State = state.WorkerDead
 	if !l.eligible(vp, l.st.Workers[1]) || l.eligible(vp, l.st.Workers[0]) {
 		t.Error("with w3 dead: w2 should be eligible and w1 never")
 	}

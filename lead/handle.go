@@ -16,6 +16,7 @@ import (
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
@@ -36,7 +37,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 	if err != nil {
 		// It can never become valid: record it and drop it from the stream.
 		l.log.Warn("rejected malformed event", "subject", m.Subject(), "err", err)
-		l.st.reject(Rejection{Kind: "malformed", Reason: err.Error(), Time: l.cfg.Now().UTC()})
+		l.st.Reject(state.Rejection{Kind: "malformed", Reason: err.Error(), Time: l.cfg.Now().UTC()})
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 			m.NakWithDelay(retryBackoff(m))
@@ -100,7 +101,7 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 // apply gives an event its effect exactly once and returns the callback for
 // the lead, if the event warrants one. An error means nothing was recorded
 // as handled: the event is to be redelivered.
-func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
+func (l *Loop) apply(ctx context.Context, e event.Event) (*event.Callback, error) {
 	if h, ok := l.st.Handled[e.ID]; ok {
 		l.log.Info("duplicate event, no effect", "kind", e.Kind, "plan", e.Plan, "event", e.ID)
 		if h.Published {
@@ -110,9 +111,9 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
-	before := l.st.snapshot()
+	before := l.st.Snapshot()
 	var (
-		cb   *Callback
+		cb   *event.Callback
 		note string
 		err  error
 	)
@@ -152,16 +153,16 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
-		l.st = before.restore(l.st)
+		l.st = before.Restore(l.st)
 		return nil, err
 	}
 	if strings.HasPrefix(note, "ignored") {
 		l.log.Info(note, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
 	}
-	l.st.Handled[e.ID] = &Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
+	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
 	if err := l.save(); err != nil {
 		l.pending = nil
-		l.st = before.restore(l.st) // not recorded: the redelivery must find it undone
+		l.st = before.Restore(l.st) // not recorded: the redelivery must find it undone
 		return nil, err
 	}
 	return cb, nil
@@ -170,7 +171,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*Callback, error) {
 // refuse records an event that is well-formed but not acceptable now.
 func (l *Loop) refuse(e event.Event, reason string) string {
 	l.log.Warn("refused", "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID, "reason", reason)
-	l.st.reject(Rejection{Event: e.ID, Kind: string(e.Kind), Plan: e.Plan, Worker: e.Worker, Reason: reason, Time: l.cfg.Now().UTC()})
+	l.st.Reject(state.Rejection{Event: e.ID, Kind: string(e.Kind), Plan: e.Plan, Worker: e.Worker, Reason: reason, Time: l.cfg.Now().UTC()})
 	return "refused: " + reason
 }
 
@@ -183,27 +184,27 @@ func (l *Loop) queue(e event.Event) string {
 	now := l.cfg.Now().UTC()
 	p := l.st.Plans[e.Plan]
 	if p == nil {
-		p = &Plan{Name: e.Plan}
+		p = &state.Run{Name: e.Plan}
 		l.st.Plans[e.Plan] = p
 	}
 	switch p.State {
-	case PlanQueued, PlanDispatched, PlanRunning, PlanNeedsInput, PlanVerifying:
+	case state.PlanQueued, state.PlanDispatched, state.PlanRunning, state.PlanNeedsInput, state.PlanVerifying:
 		return l.refuse(e, fmt.Sprintf("plan %s is already %s", e.Plan, p.State))
 	}
-	if parent := l.st.Plans[p.VerifyOf]; p.VerifyOf != "" && (parent == nil || parent.State != PlanVerifying) {
+	if parent := l.st.Plans[p.VerifyOf]; p.VerifyOf != "" && (parent == nil || parent.State != state.PlanVerifying) {
 		return l.refuse(e, fmt.Sprintf("plan %s verifies %s, which is no longer being verified (orch verify %s starts a new verification)", e.Plan, p.VerifyOf, p.VerifyOf))
 	}
 	// A verification plan keeps what makes it one (whom it verifies, whom
 	// it must not go to); every plan keeps its attempt count and its
 	// verification history.
-	*p = Plan{Name: e.Plan, State: PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
+	*p = state.Run{Name: e.Plan, State: state.PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
 		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns}
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return "queued"
 }
 
 // holder checks that the event's worker holds the plan.
-func (l *Loop) holder(e event.Event) (*Plan, *Worker, string) {
+func (l *Loop) holder(e event.Event) (*state.Run, *state.Worker, string) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.Worker == "" {
 		return nil, nil, fmt.Sprintf("plan %s was not dispatched to any worker", e.Plan)
@@ -233,35 +234,35 @@ func (l *Loop) started(e event.Event) string {
 	if l.revive(p, w) {
 		return "running (late start after the acknowledgement deadline)"
 	}
-	if p.State != PlanDispatched && p.State != PlanNeedsInput {
-		return "ignored: plan is " + p.State
+	if p.State != state.PlanDispatched && p.State != state.PlanNeedsInput {
+		return "ignored: plan is " + string(p.State)
 	}
-	p.State, p.Reason = PlanRunning, ""
+	p.State, p.Reason = state.PlanRunning, ""
 	p.Updated = l.cfg.Now().UTC()
 	l.log.Info("running", "plan", e.Plan, "worker", e.Worker)
 	return "running"
 }
 
-func (l *Loop) blocked(e event.Event) (*Callback, string) {
+func (l *Loop) blocked(e event.Event) (*event.Callback, string) {
 	p, w, why := l.holder(e)
 	if why != "" {
 		return nil, l.refuse(e, why)
 	}
 	l.revive(p, w)
 	if !working(p.State) {
-		return nil, "ignored: plan is " + p.State
+		return nil, "ignored: plan is " + string(p.State)
 	}
-	p.State, p.Reason, p.Updated = PlanBlocked, e.Status, l.cfg.Now().UTC()
+	p.State, p.Reason, p.Updated = state.PlanBlocked, e.Status, l.cfg.Now().UTC()
 	l.free(w)
 	l.log.Info("blocked", "plan", e.Plan, "worker", e.Worker, "reason", e.Status)
-	return newCallback(CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), "blocked"
+	return event.NewCallback(event.CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), "blocked"
 }
 
 // done harvests a finished plan: RESULT.md committed, a ledger entry
 // appended and committed, the worker freed. Each step finds its own earlier
 // completion (by the Orch-Event trailer, by the ledger's event id), so a
 // crash between steps is repaired by the redelivery.
-func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, error) {
+func (l *Loop) done(ctx context.Context, e event.Event) (*event.Callback, string, error) {
 	p, w, why := l.holder(e)
 	if why != "" {
 		return nil, l.refuse(e, why), nil
@@ -274,18 +275,18 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 	if err := l.collect(ctx, e); errors.Is(err, ErrInclude) {
 		// Redelivery would not help: the file must be fixed.
 		reason := fmt.Sprintf("reported done (%s) but its work was not committed: %v", e.Status, err)
-		p.State, p.Status, p.Reason, p.Updated = PlanFailed, e.Status, reason, now
+		p.State, p.Status, p.Reason, p.Updated = state.PlanFailed, e.Status, reason, now
 		l.free(w)
-		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
+		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
 	} else if err != nil {
 		return nil, "", err
 	}
 	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
 		reason := fmt.Sprintf("reported done (%s) but %s", e.Status, resultProblem(e.Plan, err))
-		p.State, p.Status, p.Reason, p.Updated = PlanFailed, e.Status, reason, now
+		p.State, p.Status, p.Reason, p.Updated = state.PlanFailed, e.Status, reason, now
 		l.free(w)
 		l.log.Warn("done without a usable RESULT.md: not harvested", "plan", e.Plan, "worker", e.Worker, "reason", reason)
-		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
+		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
 	}
 	def := l.def(p)
 	var sha string
@@ -307,7 +308,7 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 	if len(def.Acceptance) > 0 {
 		// The worker stays busy while its gates run in its checkout: in a
 		// shared tree its next plan would change what the gates test.
-		p.State, p.Reason, p.Gates = PlanVerifying, "acceptance gates running", true
+		p.State, p.Reason, p.Gates = state.PlanVerifying, "acceptance gates running", true
 		j := l.gateJob(ctx, p, def.Acceptance)
 		l.after(func() { l.startGates(j) })
 		return nil, "harvested " + short(sha) + "; gates running", nil
@@ -321,9 +322,9 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*Callback, string, erro
 
 // gated handles the end of a plan's acceptance gates: the evidence is
 // committed next to RESULT.md, and the plan is finished or failed.
-func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, error) {
+func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, string, error) {
 	p := l.st.Plans[e.Plan]
-	if p == nil || p.State != PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
+	if p == nil || p.State != state.PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
 		return nil, "ignored: no gates running for this attempt of " + e.Plan, nil
 	}
 	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
@@ -347,10 +348,10 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, err
 	p.Gates = false
 	w := l.st.Worker(p.Worker)
 	if e.Status != "passed" {
-		p.State, p.Reason, p.Updated = PlanFailed, e.Status, l.cfg.Now().UTC()
+		p.State, p.Reason, p.Updated = state.PlanFailed, e.Status, l.cfg.Now().UTC()
 		l.free(w)
 		l.log.Warn("acceptance gate failed", "plan", e.Plan, "why", e.Status)
-		return newCallback(CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), "failed: " + e.Status, nil
+		return event.NewCallback(event.CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), "failed: " + e.Status, nil
 	}
 	l.log.Info("acceptance gates passed", "plan", e.Plan)
 	cb, err := l.finish(ctx, p, l.def(p), w)
@@ -365,7 +366,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*Callback, string, err
 
 // finish records a harvested plan whose gates (if any) passed: the bet's
 // after-measurement, the ledger entry, the plan done and its worker free.
-func (l *Loop) finish(ctx context.Context, p *Plan, def *PlanDef, w *Worker) (*Callback, error) {
+func (l *Loop) finish(ctx context.Context, p *state.Run, def *state.Def, w *state.Worker) (*event.Callback, error) {
 	if p.VerifyOf != "" {
 		return l.verdicts(ctx, p, w)
 	}
@@ -385,9 +386,9 @@ func (l *Loop) finish(ctx context.Context, p *Plan, def *PlanDef, w *Worker) (*C
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", p.Name, err)
 	}
-	p.State, p.Reason, p.Ledger, p.Updated = PlanDone, "", entry.ID, l.cfg.Now().UTC()
+	p.State, p.Reason, p.Ledger, p.Updated = state.PlanDone, "", entry.ID, l.cfg.Now().UTC()
 	l.free(w)
-	return newCallback(CallbackDone, p.DoneEvent, p.Name, p.Worker, p.Status, p.Result), nil
+	return event.NewCallback(event.CallbackDone, p.DoneEvent, p.Name, p.Worker, p.Status, p.Result), nil
 }
 
 func resultProblem(name string, err error) string {
@@ -428,7 +429,7 @@ func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) 
 	return sha, err
 }
 
-func (l *Loop) recordLedger(ctx context.Context, p *Plan, def *PlanDef) (ledger.Entry, error) {
+func (l *Loop) recordLedger(ctx context.Context, p *state.Run, def *state.Def) (ledger.Entry, error) {
 	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent}
 	if b := def.Bet; b != nil && b.Metric != "" {
 		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
@@ -452,39 +453,39 @@ func (l *Loop) recordLedger(ctx context.Context, p *Plan, def *PlanDef) (ledger.
 }
 
 // def is what the plan was dispatched with (older records: PLAN.md now).
-func (l *Loop) def(p *Plan) *PlanDef {
+func (l *Loop) def(p *state.Run) *state.Def {
 	if p.Def != nil {
 		return p.Def
 	}
 	if d, err := plans.Load(l.cfg.Root, p.Name); err == nil {
-		return &PlanDef{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
+		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
 	}
-	return &PlanDef{}
+	return &state.Def{}
 }
 
 // revive takes back a plan that failed only because its worker was slow to
 // say "started": the worker is alive after all and the work counts.
-func (l *Loop) revive(p *Plan, w *Worker) bool {
-	if p.State != PlanFailed || !p.Unacked || w == nil || (w.Plan != "" && w.Plan != p.Name) {
+func (l *Loop) revive(p *state.Run, w *state.Worker) bool {
+	if p.State != state.PlanFailed || !p.Unacked || w == nil || (w.Plan != "" && w.Plan != p.Name) {
 		return false // the worker has moved on to another plan
 	}
-	p.State, p.Unacked, p.Reason, p.Updated = PlanRunning, false, "", l.cfg.Now().UTC()
-	w.State, w.Plan, w.Reason = WorkerBusy, p.Name, ""
+	p.State, p.Unacked, p.Reason, p.Updated = state.PlanRunning, false, "", l.cfg.Now().UTC()
+	w.State, w.Plan, w.Reason = state.WorkerBusy, p.Name, ""
 	l.log.Info("late start: plan taken back", "plan", p.Name, "worker", w.ID)
 	return true
 }
 
-func (l *Loop) free(w *Worker) {
+func (l *Loop) free(w *state.Worker) {
 	if w == nil {
 		return
 	}
-	if w.State != WorkerDead && !w.Starting {
-		w.State = WorkerIdle
+	if w.State != state.WorkerDead && !w.Starting {
+		w.State = state.WorkerIdle
 	}
 	if w.Headless && w.PID != 0 {
 		// Its process is still finishing in the worktree: the next plan
 		// waits for the exit (the exited record frees it).
-		w.State, w.Reason = WorkerBusy, fmt.Sprintf("process %d finishing", w.PID)
+		w.State, w.Reason = state.WorkerBusy, fmt.Sprintf("process %d finishing", w.PID)
 	}
 	w.Plan = ""
 	w.Since = l.cfg.Now().UTC()
@@ -493,8 +494,8 @@ func (l *Loop) free(w *Worker) {
 // publishCallback stores the callback for orch wait. Its message id is
 // derived from the event id, so a redelivered event does not wake the lead
 // twice.
-func (l *Loop) publishCallback(cb *Callback) error {
-	msg := nats.NewMsg(broker.CallbackSubject(l.b.Prefix(), cb.Kind))
+func (l *Loop) publishCallback(cb *event.Callback) error {
+	msg := nats.NewMsg(broker.CallbackSubject(l.b.Prefix(), string(cb.Kind)))
 	msg.Header.Set(nats.MsgIdHdr, "cb-"+cb.Event)
 	data, err := json.Marshal(cb)
 	if err != nil {
@@ -506,7 +507,7 @@ func (l *Loop) publishCallback(cb *Callback) error {
 }
 
 func subjectLine(s string) string {
-	r := []rune(oneLine(s))
+	r := []rune(event.OneLine(s))
 	if len(r) > 72 {
 		return string(r[:69]) + "..."
 	}
@@ -525,7 +526,7 @@ func short(sha string) string {
 // already there.
 func (l *Loop) reportRegates() {
 	for _, p := range l.st.Plans {
-		if p.State != PlanVerifying || !p.Gates {
+		if p.State != state.PlanVerifying || !p.Gates {
 			continue
 		}
 		e := event.New(event.Regate, p.Name, "", "", hostname())
@@ -539,7 +540,7 @@ func (l *Loop) reportRegates() {
 // regate runs a plan's gates again if their result never came in.
 func (l *Loop) regate(e event.Event) string {
 	p := l.st.Plans[e.Plan]
-	if p == nil || p.State != PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
+	if p == nil || p.State != state.PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
 		return "ignored: the gates' result is in"
 	}
 	j := l.gateJob(context.Background(), p, p.Def.Acceptance)

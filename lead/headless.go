@@ -23,6 +23,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 )
 
 // The headless backend: no tmux. Each plan runs the agent's headless
@@ -54,7 +55,7 @@ func (l *Loop) headlessUp() error {
 	now := l.cfg.Now().UTC()
 	for i := 1; i <= l.cfg.Workers; i++ {
 		id := fmt.Sprintf("w%d", i)
-		w := l.st.ensureWorker(id, now)
+		w := l.st.EnsureWorker(id, now)
 		if w.Pane != "" {
 			if l.paneAlive(w) {
 				return fmt.Errorf("headless: %s's tmux pane %s from an earlier orch serve is still there; stop that fleet with orch down first", id, w.Pane)
@@ -72,8 +73,8 @@ func (l *Loop) headlessUp() error {
 			}
 		}
 		w.Headless, w.Host = true, hostname()
-		if w.State == WorkerDead {
-			w.State, w.Reason = WorkerIdle, ""
+		if w.State == state.WorkerDead {
+			w.State, w.Reason = state.WorkerIdle, ""
 		}
 		if p := l.st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == w.ID {
 			continue // its setup command runs again (resumeSetups); no process yet
@@ -89,10 +90,10 @@ func (l *Loop) headlessUp() error {
 		if w.PID != 0 {
 			l.rewatch(w)
 		} else if w.Plan == "" {
-			w.State = WorkerIdle
+			w.State = state.WorkerIdle
 		}
 	}
-	sort.Slice(l.st.Workers, func(i, j int) bool { return workerNum(l.st.Workers[i].ID) < workerNum(l.st.Workers[j].ID) })
+	sort.Slice(l.st.Workers, func(i, j int) bool { return state.WorkerNum(l.st.Workers[i].ID) < state.WorkerNum(l.st.Workers[j].ID) })
 	return l.save()
 }
 
@@ -108,7 +109,7 @@ type exitNote struct {
 
 // rewatch watches a process recorded by an earlier lead loop. It is not
 // this loop's child, so its exit status is unknown: only that it ended.
-func (l *Loop) rewatch(w *Worker) {
+func (l *Loop) rewatch(w *state.Worker) {
 	n := exitNote{worker: w.ID, plan: w.Plan, attempt: l.attemptOf(w.Plan), pid: w.PID}
 	fd, err := unix.PidfdOpen(w.PID, 0)
 	if err == nil && !isWorkerProcess(w.PID, w.ID, l.orchDir) {
@@ -146,7 +147,7 @@ func (l *Loop) attemptOf(plan string) int {
 }
 
 // startHeadless starts the agent's headless command for a plan.
-func (l *Loop) startHeadless(w *Worker, plan, line string) error {
+func (l *Loop) startHeadless(w *state.Worker, plan, line string) error {
 	p := l.st.Plans[plan]
 	attempt := 0
 	if p != nil {
@@ -275,7 +276,7 @@ func (l *Loop) publishExit(n exitNote) {
 
 // exited handles a headless process's end: the worker is free again, and a
 // plan it still held (no done came first) failed.
-func (l *Loop) exited(e event.Event) (*Callback, string) {
+func (l *Loop) exited(e event.Event) (*event.Callback, string) {
 	w := l.st.Worker(e.Worker)
 	if w == nil || !w.Headless {
 		return nil, "ignored: not a headless worker"
@@ -287,12 +288,12 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 	}
 	now := l.cfg.Now().UTC()
 	w.PID, w.Reason, w.Since = 0, "", now
-	if w.State != WorkerDead {
-		w.State = WorkerIdle
+	if w.State != state.WorkerDead {
+		w.State = state.WorkerIdle
 	}
 	p := l.st.Plans[e.Plan]
 	if p == nil || w.Plan != e.Plan || p.Worker != w.ID || p.Attempts != e.Attempt ||
-		(p.State != PlanDispatched && p.State != PlanRunning && p.State != PlanNeedsInput) {
+		(p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
 		w.Plan = ""
 		return nil, "worker free: " + e.Status
 	}
@@ -305,11 +306,11 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 		return l.requeueOrFail(e, w, p, fmt.Sprintf("headless process %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log))
 	}
 	how := strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid))
-	if p.State == PlanNeedsInput {
+	if p.State == state.PlanNeedsInput {
 		// The lead was told already why the run stopped (its turn ended
 		// without done, or it asked for a permission nobody can give a
 		// headless run): the exit ends the plan without waking it again.
-		p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("%s; headless agent ended (%s; output: %s)", p.Reason, how, log), now
+		p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("%s; headless agent ended (%s; output: %s)", p.Reason, how, log), now
 		l.log.Warn("headless agent ended after it stopped without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
 		return l.verificationFailed(p, nil), "failed, lead already told: " + p.Reason
 	}
@@ -319,9 +320,9 @@ func (l *Loop) exited(e event.Event) (*Callback, string) {
 			said = ": " + last
 		}
 	}
-	p.State, p.Reason, p.Updated = PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done%s (output: %s)", how, said, log), now
+	p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done%s (output: %s)", how, said, log), now
 	l.log.Warn("headless agent ended without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
-	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "failed: " + p.Reason
 }
 
 // lastLogLine is what a headless run's output (its last 4 KiB) says
@@ -411,7 +412,7 @@ func capLog(path string) error {
 
 // livePID is the running headless process of worker w, if any. Every
 // agent process has its pid saved before it starts (see startHeadless).
-func livePID(orchDir string, w *Worker) int {
+func livePID(orchDir string, w *state.Worker) int {
 	if w.PID != 0 && isWorkerProcess(w.PID, w.ID, orchDir) {
 		return w.PID
 	}
@@ -435,7 +436,7 @@ func isWorkerProcess(pid int, id, orchDir string) bool {
 // process groups get SIGTERM), for orch down. Only processes that prove
 // to be this repo's workers are signalled.
 func StopHeadless(root string) ([]string, error) {
-	st, err := LoadState(orchdir.Of(root))
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -17,14 +18,14 @@ import (
 
 // working says whether a plan is with its worker and not finished: the
 // states a worker event can move it out of.
-func working(state string) bool {
-	return state == PlanDispatched || state == PlanRunning || state == PlanNeedsInput
+func working(s state.PlanState) bool {
+	return s == state.PlanDispatched || s == state.PlanRunning || s == state.PlanNeedsInput
 }
 
 // hookHolder finds the plan a hook event is about and checks that its
 // worker holds it and is still working on it. A non-empty note means the
 // event has no effect (refused or ignored) and says why.
-func (l *Loop) hookHolder(e *event.Event) (*Plan, *Worker, string) {
+func (l *Loop) hookHolder(e *event.Event) (*state.Run, *state.Worker, string) {
 	if e.Plan == "" {
 		w := l.st.Worker(e.Worker)
 		if w == nil {
@@ -49,36 +50,36 @@ func (l *Loop) hookHolder(e *event.Event) (*Plan, *Worker, string) {
 		return nil, nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, p.Name, p.Attempts)
 	}
 	if !working(p.State) {
-		return nil, nil, "ignored: plan " + p.Name + " is " + p.State
+		return nil, nil, "ignored: plan " + p.Name + " is " + string(p.State)
 	}
 	return p, w, ""
 }
 
 // needsInput: the agent shows a permission or input prompt. The plan waits
 // for a person, and the lead is told what the agent asks.
-func (l *Loop) needsInput(e event.Event) (*Callback, string) {
+func (l *Loop) needsInput(e event.Event) (*event.Callback, string) {
 	p, _, note := l.hookHolder(&e)
 	if note != "" {
 		return nil, note
 	}
-	if p.State == PlanNeedsInput && p.Reason == e.Status {
+	if p.State == state.PlanNeedsInput && p.Reason == e.Status {
 		return nil, "ignored: plan " + p.Name + " already needs input for this"
 	}
-	p.State, p.Reason, p.Updated = PlanNeedsInput, e.Status, l.cfg.Now().UTC()
+	p.State, p.Reason, p.Updated = state.PlanNeedsInput, e.Status, l.cfg.Now().UTC()
 	l.log.Info("needs input", "plan", p.Name, "worker", e.Worker, "message", e.Status)
-	return newCallback(CallbackNeedsInput, e.ID, p.Name, e.Worker, e.Status, ""), "needs-input"
+	return event.NewCallback(event.CallbackNeedsInput, e.ID, p.Name, e.Worker, e.Status, ""), "needs-input"
 }
 
 // idle: the agent's turn ended. If no done came for the plan, the agent
 // stopped without finishing: the plan needs a person, and the lead is told
 // whether RESULT.md is there. After a done the plan is no longer working,
 // so the turn end that follows every done is ignored, never doubled.
-func (l *Loop) idle(e event.Event) (*Callback, string) {
+func (l *Loop) idle(e event.Event) (*event.Callback, string) {
 	p, w, note := l.hookHolder(&e)
 	if note != "" {
 		return nil, note
 	}
-	if e.Status == event.StillIdle && p.State == PlanNeedsInput {
+	if e.Status == event.StillIdle && p.State == state.PlanNeedsInput {
 		// A reminder that the agent still waits: the plan already waits,
 		// for the reason given when it began to.
 		return nil, "ignored: plan " + p.Name + " already waits: " + p.Reason
@@ -106,13 +107,13 @@ func (l *Loop) idle(e event.Event) (*Callback, string) {
 const settleTimeout = time.Second
 
 // screenFails says whether w's agent shows errors only on its screen.
-func (l *Loop) screenFails(w *Worker) bool {
+func (l *Loop) screenFails(w *state.Worker) bool {
 	return l.tmux != nil && !w.Headless && w.Pane != "" && l.cfg.Profile != nil && l.cfg.Profile.ScreenFails()
 }
 
 // settled decides a turn end that waited for p's screen: the error the
 // screen shows, or else the turn's end without done.
-func (l *Loop) settled(p *Plan, w *Worker) {
+func (l *Loop) settled(p *state.Run, w *state.Worker) {
 	id := p.IdleEvent
 	p.IdleEvent = ""
 	if !working(p.State) || p.Worker != w.ID {
@@ -120,7 +121,7 @@ func (l *Loop) settled(p *Plan, w *Worker) {
 		return
 	}
 	e := event.Event{V: event.Version, ID: id, Kind: event.Idle, Plan: p.Name, Worker: w.ID, Host: hostname(), Time: l.cfg.Now().UTC()}
-	var cb *Callback
+	var cb *event.Callback
 	if msg, failed := l.failedOnScreen(w, p); failed {
 		e.Kind, e.Status = event.Failed, msg
 		cb, _ = l.agentFailed(e)
@@ -134,8 +135,8 @@ func (l *Loop) settled(p *Plan, w *Worker) {
 }
 
 // turnEnded: the agent's turn ended without done.
-func (l *Loop) turnEnded(e event.Event, p *Plan, w *Worker) (*Callback, string) {
-	if p.State == PlanDispatched {
+func (l *Loop) turnEnded(e event.Event, p *state.Run, w *state.Worker) (*event.Callback, string) {
+	if p.State == state.PlanDispatched {
 		// The dispatch line may have been typed while the agent was still
 		// ending its previous turn; that turn's end says nothing about this
 		// plan. An agent that never starts is caught by the ack deadline.
@@ -145,17 +146,17 @@ func (l *Loop) turnEnded(e event.Event, p *Plan, w *Worker) (*Callback, string) 
 	if _, err := plans.ReadResult(l.workDir(w.ID), p.Name, MaxResult); err != nil {
 		reason = "turn ended without orch-notify done (" + resultProblem(p.Name, err) + ")"
 	}
-	if p.State == PlanNeedsInput && p.Reason == reason {
+	if p.State == state.PlanNeedsInput && p.Reason == reason {
 		return nil, "ignored: plan " + p.Name + " already waits: " + reason
 	}
-	p.State, p.Reason, p.Updated = PlanNeedsInput, reason, l.cfg.Now().UTC()
+	p.State, p.Reason, p.Updated = state.PlanNeedsInput, reason, l.cfg.Now().UTC()
 	l.log.Warn("turn ended without done", "plan", p.Name, "worker", e.Worker, "reason", reason)
-	return newCallback(CallbackIdle, e.ID, p.Name, e.Worker, reason, ""), "needs-input: " + reason
+	return event.NewCallback(event.CallbackIdle, e.ID, p.Name, e.Worker, reason, ""), "needs-input: " + reason
 }
 
 // failedOnScreen says whether w's screen shows an error for p after p's
 // line, for agents whose errors only the screen shows.
-func (l *Loop) failedOnScreen(w *Worker, p *Plan) (string, bool) {
+func (l *Loop) failedOnScreen(w *state.Worker, p *state.Run) (string, bool) {
 	if l.tmux == nil || w.Headless || w.Pane == "" || l.cfg.Profile == nil || !l.cfg.Profile.ScreenFails() {
 		return "", false
 	}
@@ -169,7 +170,7 @@ func (l *Loop) failedOnScreen(w *Worker, p *Plan) (string, bool) {
 
 // agentFailed: the agent stopped on an error (an API error, say). The plan
 // fails with the reason and the worker is free for the next plan.
-func (l *Loop) agentFailed(e event.Event) (*Callback, string) {
+func (l *Loop) agentFailed(e event.Event) (*event.Callback, string) {
 	p, w, note := l.hookHolder(&e)
 	if note != "" {
 		return nil, note
@@ -178,8 +179,8 @@ func (l *Loop) agentFailed(e event.Event) (*Callback, string) {
 	if reason == "" {
 		reason = "the agent reported a failure"
 	}
-	p.State, p.Reason, p.Updated = PlanFailed, "agent failed: "+reason, l.cfg.Now().UTC()
+	p.State, p.Reason, p.Updated = state.PlanFailed, "agent failed: "+reason, l.cfg.Now().UTC()
 	l.free(w)
 	l.log.Warn("agent failed", "plan", p.Name, "worker", e.Worker, "reason", reason)
-	return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, e.Worker, p.Reason, "")), "failed: " + reason
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, e.Worker, p.Reason, "")), "failed: " + reason
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -92,7 +93,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 	if err != nil {
 		return nil, fmt.Errorf("integrate: %w", err)
 	}
-	st, err := LoadState(orchdir.Of(root))
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		return nil, fmt.Errorf("integrate: %w", err)
 	}
@@ -176,9 +177,9 @@ func (s IntegrateStep) Line() string {
 // must be done, verified (or already integrated, or in conflict from an
 // earlier try), or else every approved plan that is not a verification
 // round.
-func approved(st *State, named []string) ([]string, error) {
-	ok := func(p *Plan) bool {
-		return p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict || p.State == PlanIntegrated || integrationFailed(p)
+func approved(st *state.State, named []string) ([]string, error) {
+	ok := func(p *state.Run) bool {
+		return p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || p.State == state.PlanIntegrated || integrationFailed(p)
 	}
 	if len(named) > 0 {
 		for _, n := range named {
@@ -197,7 +198,7 @@ func approved(st *State, named []string) ([]string, error) {
 	}
 	var out []string
 	for n, p := range st.Plans {
-		if p.VerifyOf == "" && (p.State == PlanDone || p.State == PlanVerified || p.State == PlanConflict || integrationFailed(p)) {
+		if p.VerifyOf == "" && (p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || integrationFailed(p)) {
 			out = append(out, n)
 		}
 	}
@@ -207,8 +208,8 @@ func approved(st *State, named []string) ([]string, error) {
 
 // integrationFailed says whether a plan failed only at integration (its
 // gates on the combined code): it is still approved, to be tried again.
-func integrationFailed(p *Plan) bool {
-	return p.State == PlanFailed && strings.HasPrefix(p.Reason, integrationReason)
+func integrationFailed(p *state.Run) bool {
+	return p.State == state.PlanFailed && strings.HasPrefix(p.Reason, integrationReason)
 }
 
 // integrationReason starts the reason of a plan failed by orch integrate.
@@ -217,7 +218,7 @@ const integrationReason = "integration: "
 // integrationOrder sorts plans so that each comes after the plans it
 // depends on (ties: by name). A plan whose dependency is neither
 // integrated nor in the list cannot go: it is returned as a skipped step.
-func integrationOrder(root string, st *State, names []string) ([]string, []IntegrateStep) {
+func integrationOrder(root string, st *state.State, names []string) ([]string, []IntegrateStep) {
 	in := map[string]bool{}
 	for _, n := range names {
 		in[n] = true
@@ -235,12 +236,12 @@ func integrationOrder(root string, st *State, names []string) ([]string, []Integ
 		for _, dep := range d.DependsOn {
 			if in[dep] {
 				deps[n] = append(deps[n], dep)
-			} else if p := st.Plans[dep]; p == nil || p.State != PlanIntegrated {
-				state := "never dispatched"
+			} else if p := st.Plans[dep]; p == nil || p.State != state.PlanIntegrated {
+				ps := "never dispatched"
 				if p != nil {
-					state = p.State
+					ps = string(p.State)
 				}
-				missing = fmt.Sprintf("depends on %s (%s), which is not integrated: integrate it first or name it too", dep, state)
+				missing = fmt.Sprintf("depends on %s (%s), which is not integrated: integrate it first or name it too", dep, ps)
 				break
 			}
 		}
@@ -304,7 +305,7 @@ type integration struct {
 	repo *git.Repo
 	base string
 	conf *config.Config
-	st   *State
+	st   *state.State
 	o    IntegrateOptions
 }
 
@@ -317,7 +318,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 		s.Outcome, s.Reason = Skipped, fmt.Sprintf("no branch %s (was it run in shared isolation?)", s.Branch)
 		return s, tip
 	}
-	if p := in.st.Plans[s.Plan]; p != nil && p.State == PlanIntegrated {
+	if p := in.st.Plans[s.Plan]; p != nil && p.State == state.PlanIntegrated {
 		// Recorded as in: never combined or tested again (with rebase, or
 		// with commits added to its branch since, it is no ancestor).
 		s.Outcome, s.Commit, s.Reason = Integrated, p.Merged, "already integrated"

@@ -40,6 +40,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/tmux"
 )
 
@@ -95,7 +96,7 @@ type Loop struct {
 	log     *slog.Logger
 	repo    *git.Repo
 	tmux    *tmux.Client
-	st      *State
+	st      *state.State
 	b       *broker.Broker
 	nc      *nats.Conn
 	msgs    chan jetstream.Msg
@@ -222,10 +223,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if _, err := includes(ctx, l.repo); err != nil {
 		return fmt.Errorf("serve: %w (fix it and commit)", err)
 	}
-	if l.st, err = LoadState(l.orchDir); err != nil {
+	if l.st, err = state.Load(l.orchDir); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	l.st.prune(cfg.Now())
+	l.st.Prune(cfg.Now())
 	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Logger: l.log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -328,7 +329,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// Plans dispatched before a restart get their acknowledgement timer back.
 	for _, p := range l.st.Plans {
-		if p.State == PlanDispatched {
+		if p.State == state.PlanDispatched {
 			l.armAck(p, p.Resent)
 		}
 	}
@@ -340,7 +341,7 @@ func Run(ctx context.Context, cfg Config) error {
 			l.armStart(w)
 			l.screenChanged(ctx, w.Pane)
 		}
-		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State == PlanDispatched && p.Typed && w.Pane != "" {
+		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State == state.PlanDispatched && p.Typed && w.Pane != "" {
 			l.armEcho(w, p) // typed before the restart, Enter not yet pressed
 		}
 		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.IdleEvent != "" {

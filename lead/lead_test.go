@@ -15,6 +15,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
@@ -81,10 +82,10 @@ func TestWorkerCannotDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually.True(t, 5*time.Second, func() bool {
-		st, err := LoadState(orchdir.Of(root))
+		st, err := state.Load(orchdir.Of(root))
 		return err == nil && len(st.Rejected) == 1 && strings.Contains(st.Rejected[0].Reason, "must arrive on orch.cmd.dispatch")
 	}, "the forged dispatch to be refused")
-	st, _ := LoadState(orchdir.Of(root))
+	st, _ := state.Load(orchdir.Of(root))
 	if p := st.Plans["p"]; p != nil {
 		t.Errorf("plan p was touched by a worker's command: %+v", p)
 	}
@@ -108,10 +109,10 @@ func TestReplyToDeliverySubjectIsDropped(t *testing.T) {
 	// The real event is handled (refused: p was never dispatched) and the
 	// stray ack on the delivery subject is not recorded as a malformed event.
 	eventually.True(t, 5*time.Second, func() bool {
-		st, err := LoadState(orchdir.Of(root))
+		st, err := state.Load(orchdir.Of(root))
 		return err == nil && len(st.Rejected) >= 1
 	}, "the started event to be handled")
-	st, _ := LoadState(orchdir.Of(root))
+	st, _ := state.Load(orchdir.Of(root))
 	for _, r := range st.Rejected {
 		if r.Kind == "malformed" {
 			t.Errorf("a stray message was taken for an event: %+v", r)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -55,13 +56,13 @@ func (l *Loop) waitsForPrompt() bool {
 }
 
 // starting marks w as starting in a new pane and arms its start timer.
-func (l *Loop) starting(w *Worker, now time.Time) {
-	w.State, w.Starting, w.Asked, w.Hooked, w.Since = WorkerBusy, true, "", false, now
+func (l *Loop) starting(w *state.Worker, now time.Time) {
+	w.State, w.Starting, w.Asked, w.Hooked, w.Since = state.WorkerBusy, true, "", false, now
 	w.Reason = "starting: waiting for the agent's prompt"
 	l.armStart(w)
 }
 
-func (l *Loop) armStart(w *Worker) {
+func (l *Loop) armStart(w *state.Worker) {
 	if l.cfg.StartTimeout < 0 {
 		return
 	}
@@ -98,18 +99,18 @@ func (l *Loop) ready(e event.Event) string {
 // isReady ends a worker's start: it is idle, or, if it holds a plan (its
 // pane was new while it held one, or its setup ran meanwhile), busy with
 // it, and the line that waited for the prompt goes in (resumeLine).
-func (l *Loop) isReady(w *Worker, how string) {
+func (l *Loop) isReady(w *state.Worker, how string) {
 	w.Starting, w.Asked, w.Reason, w.Hooked = false, "", "", false
-	if w.State != WorkerDead && w.Plan == "" {
-		w.State = WorkerIdle
+	if w.State != state.WorkerDead && w.Plan == "" {
+		w.State = state.WorkerIdle
 	}
 	l.log.Info("worker ready", "worker", w.ID, "how", how, "after", l.cfg.Now().Sub(w.Since).Round(time.Millisecond).String())
 }
 
 // resumeLine types the dispatch line that waited for w's prompt.
-func (l *Loop) resumeLine(ctx context.Context, w *Worker) {
+func (l *Loop) resumeLine(ctx context.Context, w *state.Worker) {
 	p := l.st.Plans[w.Plan]
-	if w.Starting || p == nil || !p.Waiting || p.Worker != w.ID || p.State != PlanDispatched {
+	if w.Starting || p == nil || !p.Waiting || p.Worker != w.ID || p.State != state.PlanDispatched {
 		return
 	}
 	p.Waiting = false
@@ -126,7 +127,7 @@ func (l *Loop) resumeLine(ctx context.Context, w *Worker) {
 // screen says why.
 func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	w := l.st.Worker(c.worker)
-	if w == nil || l.tmux == nil || w.State == WorkerDead {
+	if w == nil || l.tmux == nil || w.State == state.WorkerDead {
 		return
 	}
 	if c.idle != "" {
@@ -136,14 +137,14 @@ func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 		return
 	}
 	if c.submit != "" {
-		if p := l.st.Plans[c.submit]; p != nil && p.Attempts == c.attempt && p.Worker == w.ID && p.State == PlanDispatched && !p.Typed {
+		if p := l.st.Plans[c.submit]; p != nil && p.Attempts == c.attempt && p.Worker == w.ID && p.State == state.PlanDispatched && !p.Typed {
 			l.log.Warn("dispatch line not submitted yet (no prompt hook); pressing Enter again", "plan", p.Name, "worker", w.ID, "enters", p.Enters)
 			l.submit(ctx, w, p)
 		}
 		return
 	}
 	if c.echo != "" {
-		if p := l.st.Plans[c.echo]; p != nil && p.Attempts == c.attempt && p.Typed && p.Worker == w.ID && p.State == PlanDispatched {
+		if p := l.st.Plans[c.echo]; p != nil && p.Attempts == c.attempt && p.Typed && p.Worker == w.ID && p.State == state.PlanDispatched {
 			l.log.Warn("dispatch line not seen on screen; pressing Enter anyway", "plan", p.Name, "worker", w.ID)
 			l.submit(ctx, w, p)
 		}
@@ -169,26 +170,26 @@ func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 }
 
 // asks reports once what a starting worker's screen asks.
-func (l *Loop) asks(w *Worker, what string) {
+func (l *Loop) asks(w *state.Worker, what string) {
 	if w.Asked == what {
 		return
 	}
 	w.Asked, w.Reason = what, "needs input: "+what
 	l.log.Warn("worker needs input before it can start", "worker", w.ID, "screen", what)
 	id := fmt.Sprintf("asks-%s-%d", w.ID, l.cfg.Now().UnixNano())
-	l.st.Outbox = append(l.st.Outbox, newCallback(CallbackNeedsInput, id, w.ID, w.ID, what, ""))
+	l.st.Outbox = append(l.st.Outbox, event.NewCallback(event.CallbackNeedsInput, id, w.ID, w.ID, what, ""))
 	l.flushOutbox()
 }
 
 // capture returns w's screen.
-func (l *Loop) capture(ctx context.Context, w *Worker) (string, error) {
+func (l *Loop) capture(ctx context.Context, w *state.Worker) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return l.tmux.Capture(cctx, w.Pane, 0)
 }
 
 // readScreen captures w's pane and says what it shows.
-func (l *Loop) readScreen(ctx context.Context, w *Worker) (agent.ScreenKind, string) {
+func (l *Loop) readScreen(ctx context.Context, w *state.Worker) (agent.ScreenKind, string) {
 	return l.classify(l.capture(ctx, w))
 }
 
@@ -271,13 +272,13 @@ func (l *Loop) watchScreens(ctx context.Context, session string) {
 // what it shows: a starting worker's prompt or dialog, a typed line's echo,
 // a plan's approval prompt.
 func (l *Loop) screenChanged(ctx context.Context, pane string) {
-	var w *Worker
+	var w *state.Worker
 	for _, c := range l.st.Workers {
 		if c.Pane == pane {
 			w = c
 		}
 	}
-	if w == nil || w.State == WorkerDead {
+	if w == nil || w.State == state.WorkerDead {
 		return
 	}
 	p := l.st.Plans[w.Plan]
@@ -296,7 +297,7 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 	case p != nil && p.Worker == w.ID && p.IdleEvent != "":
 		l.settled(p, w) // the screen settled after the turn's end
 		l.schedule(ctx)
-	case p != nil && p.Worker == w.ID && p.Typed && p.State == PlanDispatched:
+	case p != nil && p.Worker == w.ID && p.Typed && p.State == state.PlanDispatched:
 		if screen, err := l.capture(ctx, w); err == nil && countLine(screen, p.Name) > p.Echo {
 			l.submit(ctx, w, p)
 		}
@@ -305,7 +306,7 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 		if err != nil {
 			return
 		}
-		var cb *Callback
+		var cb *event.Callback
 		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog && l.cfg.Profile.ScreenAsks() {
 			cb, _ = l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname()))
 		} else if msg, failed := l.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(p.Name)); failed {
@@ -328,7 +329,7 @@ func countLine(screen, plan string) int {
 // submit presses Enter for a typed dispatch line, unless a dialog is on
 // the screen: an Enter there would answer it (often "Yes"). The plan then
 // needs input instead.
-func (l *Loop) submit(ctx context.Context, w *Worker, p *Plan) {
+func (l *Loop) submit(ctx context.Context, w *state.Worker, p *state.Run) {
 	p.Typed = false
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)

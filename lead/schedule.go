@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -31,7 +33,7 @@ func (l *Loop) schedule(ctx context.Context) {
 	}
 	held := map[string]bool{} // plans that cannot go this pass
 	for {
-		idle := l.st.idleWorkers()
+		idle := l.st.IdleWorkers()
 		if len(idle) == 0 {
 			return
 		}
@@ -58,22 +60,22 @@ func (l *Loop) schedule(ctx context.Context) {
 		// Dispatched, or this worker was taken out of use (its own worktree
 		// refused), or this plan held: go on. Each turn uses up one idle
 		// worker or one plan, so the pass ends.
-		if l.cfg.Stagger > 0 && (p.State == PlanDispatched || p.Preparing != 0) {
+		if l.cfg.Stagger > 0 && (p.State == state.PlanDispatched || p.Preparing != 0) {
 			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
 		}
 	}
 }
 
 type candidate struct {
-	p        *Plan
+	p        *state.Run
 	priority int
 }
 
 // nextReady returns the best ready plan and the worker to take it.
-func (l *Loop) nextReady(idle []*Worker, held map[string]bool) (*Plan, *Worker) {
+func (l *Loop) nextReady(idle []*state.Worker, held map[string]bool) (*state.Run, *state.Worker) {
 	var ready []candidate
 	for _, p := range l.st.Plans {
-		if p.State != PlanQueued || held[p.Name] || p.Preparing != 0 {
+		if p.State != state.PlanQueued || held[p.Name] || p.Preparing != 0 {
 			continue
 		}
 		def, err := plans.Load(l.cfg.Root, p.Name)
@@ -109,7 +111,7 @@ func (l *Loop) nextReady(idle []*Worker, held map[string]bool) (*Plan, *Worker) 
 // eligible says whether w may take p: the --to target, never a worker p
 // excludes (a verification's author), and not one it would rather avoid
 // (earlier verifiers) while another live worker could take it.
-func (l *Loop) eligible(p *Plan, w *Worker) bool {
+func (l *Loop) eligible(p *state.Run, w *state.Worker) bool {
 	if p.Target != "" && p.Target != w.ID {
 		return false
 	}
@@ -118,7 +120,7 @@ func (l *Loop) eligible(p *Plan, w *Worker) bool {
 	}
 	if slices.Contains(p.Avoid, w.ID) {
 		for _, o := range l.st.Workers {
-			if o.State != WorkerDead && !slices.Contains(p.Exclude, o.ID) && !slices.Contains(p.Avoid, o.ID) {
+			if o.State != state.WorkerDead && !slices.Contains(p.Exclude, o.ID) && !slices.Contains(p.Avoid, o.ID) {
 				return false // someone fresh exists: wait for them
 			}
 		}
@@ -128,7 +130,7 @@ func (l *Loop) eligible(p *Plan, w *Worker) bool {
 
 func (l *Loop) planState(name string) string {
 	if p := l.st.Plans[name]; p != nil {
-		return p.State
+		return string(p.State)
 	}
 	return ""
 }
@@ -143,24 +145,24 @@ const (
 )
 
 // dispatchTo hands p to w and says how the scheduler goes on.
-func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
+func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) outcome {
 	if _, err := DispatchLine(p.Name, l.notifyBin()); err != nil { // names are validated on the way in; this is a second guard
-		p.State, p.Reason = PlanFailed, err.Error()
+		p.State, p.Reason = state.PlanFailed, err.Error()
 		l.save()
 		return stop
 	}
 	def, err := plans.Load(l.cfg.Root, p.Name)
 	if err != nil {
-		p.State, p.Reason = PlanFailed, "cannot dispatch: "+err.Error()
+		p.State, p.Reason = state.PlanFailed, "cannot dispatch: "+err.Error()
 		id := fmt.Sprintf("load-%s-%d-%d", p.Name, p.Attempts, l.cfg.Now().UnixNano())
-		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, newCallback(CallbackFailed, id, p.Name, "", p.Reason, "")))
+		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, event.NewCallback(event.CallbackFailed, id, p.Name, "", p.Reason, "")))
 		defer l.flushOutbox()
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
 		return stop
 	}
-	p.Def = &PlanDef{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
+	p.Def = &state.Def{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
 	if l.isolated() && p.Preparing == 0 {
 		// Git is never killed half-way (a stopping loop waits for it): a
 		// killed git leaves index.lock behind.
@@ -186,15 +188,15 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
 	}
 	now := l.cfg.Now().UTC()
-	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = PlanDispatched, w.ID, "", now, false, false
+	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = state.PlanDispatched, w.ID, "", now, false, false
 	p.Typed, p.Enters, p.Echo, p.Waiting, p.IdleEvent = false, 0, 0, false, ""
 	p.Attempts++
-	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
+	w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
 	if err := l.save(); err != nil {
 		l.log.Error("save state before dispatch", "err", err)
-		p.State, p.Worker, p.Def = PlanQueued, "", nil
+		p.State, p.Worker, p.Def = state.PlanQueued, "", nil
 		p.Attempts--
-		w.State, w.Plan = WorkerIdle, ""
+		w.State, w.Plan = state.WorkerIdle, ""
 		return stop
 	}
 	if err := l.typeLine(ctx, w, p.Name); err != nil && w.Headless {
@@ -202,17 +204,17 @@ func (l *Loop) dispatchTo(ctx context.Context, p *Plan, w *Worker) outcome {
 		// that cannot be opened, fork), not of the worker: the plan waits,
 		// with the reason, and the worker stays usable.
 		l.log.Error("headless start failed; plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
-		p.State, p.Worker, p.Reason = PlanQueued, "", "headless start on "+w.ID+" failed: "+err.Error()
+		p.State, p.Worker, p.Reason = state.PlanQueued, "", "headless start on "+w.ID+" failed: "+err.Error()
 		p.Attempts--
-		w.State, w.Plan, w.PID = WorkerIdle, "", 0
+		w.State, w.Plan, w.PID = state.WorkerIdle, "", 0
 		l.save()
 		return holdPlan
 	} else if err != nil {
 		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
 		// Nothing reached a worker: this was no attempt.
-		p.State, p.Worker, p.Reason = PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
+		p.State, p.Worker, p.Reason = state.PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
 		p.Attempts--
-		w.State, w.Plan, w.Reason = WorkerDead, "", err.Error()
+		w.State, w.Plan, w.Reason = state.WorkerDead, "", err.Error()
 		l.save()
 		return stop
 	}

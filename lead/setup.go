@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
 )
 
 // The setup command (orch.yaml's setup) readies a worker's worktree before
@@ -25,11 +26,11 @@ const (
 )
 
 // startSetup reserves w for p and runs the setup command in w's worktree.
-func (l *Loop) startSetup(p *Plan, w *Worker) {
+func (l *Loop) startSetup(p *state.Run, w *state.Worker) {
 	now := l.cfg.Now().UTC()
 	p.SetupRuns++
 	p.Preparing, p.Worker, p.Reason, p.Updated = p.SetupRuns, w.ID, "setup running in "+w.ID+"'s worktree", now
-	w.State, w.Plan, w.Since = WorkerBusy, p.Name, now
+	w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
@@ -62,10 +63,10 @@ func (l *Loop) runSetupAsync(plan string, attempt int, worker string) {
 // makes the second one a no-op).
 func (l *Loop) resumeSetups() {
 	for _, p := range l.st.Plans {
-		if p.State != PlanQueued || p.Preparing == 0 {
+		if p.State != state.PlanQueued || p.Preparing == 0 {
 			continue
 		}
-		if w := l.st.Worker(p.Worker); w == nil || w.State == WorkerDead || w.Plan != p.Name {
+		if w := l.st.Worker(p.Worker); w == nil || w.State == state.WorkerDead || w.Plan != p.Name {
 			dropSetup(p)
 			continue
 		}
@@ -80,13 +81,13 @@ func (l *Loop) resumeSetups() {
 }
 
 // prepared handles the end of a setup command.
-func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) {
+func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, string) {
 	p := l.st.Plans[e.Plan]
-	if p == nil || p.State != PlanQueued || p.Preparing != e.Attempt || p.Worker != e.Worker {
+	if p == nil || p.State != state.PlanQueued || p.Preparing != e.Attempt || p.Worker != e.Worker {
 		return nil, "ignored: no setup running for this attempt"
 	}
 	w := l.st.Worker(e.Worker)
-	if w == nil || w.State == WorkerDead || w.Plan != p.Name {
+	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name {
 		dropSetup(p)
 		return nil, "worker gone: plan queued again"
 	}
@@ -95,7 +96,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 		p.Preparing = 0
 		p.Attempts++
 		reason := event.Clean("worktree for " + w.ID + ": " + why)
-		p.State, p.Reason, p.Updated = PlanFailed, reason, now
+		p.State, p.Reason, p.Updated = state.PlanFailed, reason, now
 		p.Def = nil
 		l.free(w)
 		// Likely the same for the next plan (the network is down, a file
@@ -103,7 +104,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 		l.setupBackoff = min(max(2*l.setupBackoff, setupBackoffMin), setupBackoffMax)
 		l.setupHoldUntil = time.Now().Add(l.setupBackoff)
 		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "why", why)
-		return l.verificationFailed(p, newCallback(CallbackFailed, e.ID, p.Name, w.ID, reason, "")), "failed: " + reason
+		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, reason, "")), "failed: " + reason
 	}
 	if e.Status != "ok" {
 		return nil, l.refuse(e, fmt.Sprintf("prepared record with status %q", e.Status))
@@ -118,11 +119,11 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*Callback, string) 
 // dispatchPrepared types the line of a plan whose setup passed.
 func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 	p := l.st.Plans[name]
-	if p == nil || p.State != PlanQueued || p.Preparing == 0 {
+	if p == nil || p.State != state.PlanQueued || p.Preparing == 0 {
 		return
 	}
 	w := l.st.Worker(p.Worker)
-	if w == nil || w.State == WorkerDead || w.Plan != p.Name || (l.tmux == nil && !l.cfg.Headless) {
+	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name || (l.tmux == nil && !l.cfg.Headless) {
 		dropSetup(p)
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
@@ -131,17 +132,17 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 	}
 	// dispatchTo sees Preparing set and does not prepare again.
 	l.dispatchTo(ctx, p, w)
-	if p.State == PlanDispatched {
+	if p.State == state.PlanDispatched {
 		return
 	}
 	// It could not go out (failed, or queued again with the reason): the
 	// worker it held is free, unless the attempt took it out of use.
 	p.Preparing = 0
-	if p.State == PlanQueued {
+	if p.State == state.PlanQueued {
 		p.Worker = ""
 	}
-	if w.Plan == p.Name && w.State == WorkerBusy {
-		w.State, w.Plan = WorkerIdle, ""
+	if w.Plan == p.Name && w.State == state.WorkerBusy {
+		w.State, w.Plan = state.WorkerIdle, ""
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
@@ -151,7 +152,7 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 // dropSetup puts back a plan whose worker went away while its setup ran:
 // queued for another worker (a --to pin to the gone one is dropped, as for
 // any lost worker).
-func dropSetup(p *Plan) {
+func dropSetup(p *state.Run) {
 	if p.Target == p.Worker {
 		p.Target = ""
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -24,16 +25,16 @@ type StatusView struct {
 	Session string `json:"session,omitempty"`
 	// Isolation is how the fleet's workers edit: worktree or shared.
 	Isolation string            `json:"isolation,omitempty"`
-	Workers   []*Worker         `json:"workers"`
+	Workers   []*state.Worker   `json:"workers"`
 	Plans     []PlanView        `json:"plans"`
-	Rejected  []Rejection       `json:"rejected,omitempty"`
+	Rejected  []state.Rejection `json:"rejected,omitempty"`
 	Errors    map[string]string `json:"errors,omitempty"`
 	Problems  []string          `json:"problems,omitempty"`
 }
 
 // PlanView is one plan in orch status.
 type PlanView struct {
-	Plan
+	state.Run
 	DependsOn []string `json:"depends_on,omitempty"`
 	Waiting   string   `json:"waiting,omitempty"` // why a queued plan is not dispatched yet
 	Branch    string   `json:"branch,omitempty"`  // its branch, in worktree isolation
@@ -41,8 +42,8 @@ type PlanView struct {
 
 // Status builds the status view of the repo at root.
 func Status(root string) (StatusView, error) {
-	v := StatusView{Workers: []*Worker{}, Plans: []PlanView{}}
-	st, err := LoadState(orchdir.Of(root))
+	v := StatusView{Workers: []*state.Worker{}, Plans: []PlanView{}}
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		return v, err
 	}
@@ -70,16 +71,16 @@ func Status(root string) (StatusView, error) {
 	}
 	sort.Strings(sorted)
 	for _, n := range sorted {
-		pv := PlanView{Plan: Plan{Name: n, State: PlanDraft}}
+		pv := PlanView{Run: state.Run{Name: n, State: state.PlanDraft}}
 		if p := st.Plans[n]; p != nil {
-			pv.Plan = *p
+			pv.Run = *p
 			if p.Base != "" {
 				pv.Branch = PlanBranch(n)
 			}
 		}
 		if d := defs[n]; d != nil {
 			pv.DependsOn = d.DependsOn
-			if pv.State == PlanQueued {
+			if pv.State == state.PlanQueued {
 				pv.Waiting = waiting(st, d)
 			}
 		} else {
@@ -98,22 +99,22 @@ func Status(root string) (StatusView, error) {
 	return v, nil
 }
 
-func waiting(st *State, d *plans.Plan) string {
+func waiting(st *state.State, d *plans.Plan) string {
 	var deps []string
 	for _, dep := range d.DependsOn {
 		p := st.Plans[dep]
-		state := PlanDraft
+		ps := state.PlanDraft
 		if p != nil {
-			state = p.State
+			ps = p.State
 		}
-		if !plans.Reached(state, d.DependsOnState) {
-			deps = append(deps, dep+" ("+state+")")
+		if !plans.Reached(string(ps), d.DependsOnState) {
+			deps = append(deps, dep+" ("+string(ps)+")")
 		}
 	}
 	if len(deps) > 0 {
 		want := d.DependsOnState
 		if want == "" {
-			want = PlanDone
+			want = state.PlanDone
 		}
 		return "dependencies not " + want + ": " + strings.Join(deps, ", ")
 	}
@@ -126,7 +127,7 @@ func waiting(st *State, d *plans.Plan) string {
 	if p := st.Plans[d.Name]; p != nil && len(p.Exclude) > 0 {
 		free := 0
 		for _, w := range st.Workers {
-			if w.State != WorkerDead && !slices.Contains(p.Exclude, w.ID) {
+			if w.State != state.WorkerDead && !slices.Contains(p.Exclude, w.ID) {
 				free++
 			}
 		}
@@ -142,8 +143,8 @@ func waiting(st *State, d *plans.Plan) string {
 }
 
 // pane finds a worker's pane from the lead loop's record.
-func pane(root, id string) (string, *State, error) {
-	st, err := LoadState(orchdir.Of(root))
+func pane(root, id string) (string, *state.State, error) {
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		return "", nil, err
 	}
@@ -224,7 +225,7 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 	if err != nil {
 		return stopped, err
 	}
-	st, err := LoadState(orchdir.Of(root))
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		return stopped, err
 	}

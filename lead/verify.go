@@ -11,6 +11,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
 )
@@ -24,34 +25,8 @@ import (
 // in every round; the first round with a claim not confirmed ends it
 // refuted, with that verifier's evidence.
 
-// VerificationFile is the matrix committed in the plan folder.
-const VerificationFile = "VERIFICATION.md"
-
-// Verification is a plan's verification in progress or done.
-type Verification struct {
-	Rounds   int         `json:"rounds"`
-	Round    int         `json:"round"`
-	Run      int         `json:"run"` // how many times this plan has been put to verification
-	Author   string      `json:"author"`
-	Claims   []string    `json:"claims"`
-	Matrix   []MatrixRow `json:"matrix"`
-	Outcome  string      `json:"outcome,omitempty"` // verified, refuted, failed
-	Ledgered bool        `json:"ledgered,omitempty"`
-}
-
-// MatrixRow is one cell of the verification matrix: a claim, in a round,
-// judged by a verifier.
-type MatrixRow struct {
-	Claim    int    `json:"claim"`
-	Text     string `json:"text"`
-	Round    int    `json:"round"`
-	Verifier string `json:"verifier"`
-	Verdict  string `json:"verdict"`
-	Evidence string `json:"evidence"`
-}
-
 // startVerification puts a harvested plan's claims to the first round.
-func (l *Loop) startVerification(ctx context.Context, p *Plan, rounds int, ledgered bool) (*Callback, error) {
+func (l *Loop) startVerification(ctx context.Context, p *state.Run, rounds int, ledgered bool) (*event.Callback, error) {
 	if rounds != 1 && rounds != 3 {
 		return nil, fmt.Errorf("verify %s: rounds must be 1 or 3, not %d", p.Name, rounds)
 	}
@@ -70,8 +45,8 @@ func (l *Loop) startVerification(ctx context.Context, p *Plan, rounds int, ledge
 	}
 	now := l.cfg.Now().UTC()
 	if err != nil {
-		p.State, p.Reason, p.Updated = PlanFailed, "cannot verify: "+err.Error(), now
-		return newCallback(CallbackFailed, "verify-"+p.DoneEvent, p.Name, p.Worker, p.Reason, p.Result), nil
+		p.State, p.Reason, p.Updated = state.PlanFailed, "cannot verify: "+err.Error(), now
+		return event.NewCallback(event.CallbackFailed, "verify-"+p.DoneEvent, p.Name, p.Worker, p.Reason, p.Result), nil
 	}
 	run := 1
 	if p.Verification != nil {
@@ -79,31 +54,22 @@ func (l *Loop) startVerification(ctx context.Context, p *Plan, rounds int, ledge
 	}
 	// Never reuse a round's plan of an earlier run, whatever the record says.
 	for {
-		if _, err := os.Lstat(filepath.Join(l.cfg.Root, plans.Dir, roundName(p.Name, run, 1))); err != nil {
+		if _, err := os.Lstat(filepath.Join(l.cfg.Root, plans.Dir, plans.RoundName(p.Name, run, 1))); err != nil {
 			break
 		}
 		run++
 	}
-	p.Verification = &Verification{Rounds: rounds, Round: 1, Run: run, Author: p.Worker, Claims: claims, Ledgered: ledgered}
-	p.State, p.Updated = PlanVerifying, now
+	p.Verification = &plans.Verification{Rounds: rounds, Round: 1, Run: run, Author: p.Worker, Claims: claims, Ledgered: ledgered}
+	p.State, p.Updated = state.PlanVerifying, now
 	return nil, l.queueRound(ctx, p)
-}
-
-// roundName is the verification plan of a round: <plan>.v<run>r<round>.
-func roundName(parent string, run, round int) string {
-	suffix := fmt.Sprintf(".v%dr%d", run, round)
-	if len(parent)+len(suffix) > event.MaxPlanName {
-		parent = strings.TrimRight(parent[:event.MaxPlanName-len(suffix)], ".-_")
-	}
-	return parent + suffix
 }
 
 // queueRound writes, commits and queues the verification plan of p's
 // current round. Writing is idempotent: a redelivered event finds the
 // plan already there.
-func (l *Loop) queueRound(ctx context.Context, p *Plan) error {
+func (l *Loop) queueRound(ctx context.Context, p *state.Run) error {
 	v := p.Verification
-	name := roundName(p.Name, v.Run, v.Round)
+	name := plans.RoundName(p.Name, v.Run, v.Round)
 	if _, err := plans.Load(l.cfg.Root, name); errors.Is(err, plans.ErrNoPlan) {
 		if err := plans.Write(l.cfg.Root, &plans.Plan{Name: name, Priority: 10, Body: l.brief(p, name)}); err != nil {
 			return fmt.Errorf("verify %s: %w", p.Name, err)
@@ -128,7 +94,7 @@ func (l *Loop) queueRound(ctx context.Context, p *Plan) error {
 			earlier = append(earlier, r.Verifier)
 		}
 	}
-	l.st.Plans[name] = &Plan{Name: name, State: PlanQueued, Queued: now, AttemptSince: now, Updated: now,
+	l.st.Plans[name] = &state.Run{Name: name, State: state.PlanQueued, Queued: now, AttemptSince: now, Updated: now,
 		VerifyOf: p.Name, Round: v.Round, Exclude: []string{v.Author}, Avoid: earlier}
 	p.Verifier, p.Reason = "", fmt.Sprintf("verification round %d of %d: %s queued for a worker other than %s", v.Round, v.Rounds, name, v.Author)
 	l.log.Info("verification round queued", "plan", p.Name, "round", v.Round, "of", v.Rounds, "verification_plan", name)
@@ -137,7 +103,7 @@ func (l *Loop) queueRound(ctx context.Context, p *Plan) error {
 
 // brief is the neutral task of a verification round: it asks whether each
 // claim holds and never says what the answer should be.
-func (l *Loop) brief(p *Plan, name string) string {
+func (l *Loop) brief(p *state.Run, name string) string {
 	v := p.Verification
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Verify the claims of %s (round %d of %d)\n\n", p.Name, v.Round, v.Rounds)
@@ -162,12 +128,12 @@ func (l *Loop) brief(p *Plan, name string) string {
 
 // verdicts finishes a verification plan: its verdicts are read strictly,
 // the matrix grows, and the parent goes to its next round or is decided.
-func (l *Loop) verdicts(ctx context.Context, vp *Plan, w *Worker) (*Callback, error) {
+func (l *Loop) verdicts(ctx context.Context, vp *state.Run, w *state.Worker) (*event.Callback, error) {
 	parent := l.st.Plans[vp.VerifyOf]
-	vp.State, vp.Updated = PlanDone, l.cfg.Now().UTC()
+	vp.State, vp.Updated = state.PlanDone, l.cfg.Now().UTC()
 	l.free(w)
-	if parent == nil || parent.Verification == nil || parent.State != PlanVerifying || parent.Verification.Round != vp.Round ||
-		roundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
+	if parent == nil || parent.Verification == nil || parent.State != state.PlanVerifying || parent.Verification.Round != vp.Round ||
+		plans.RoundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
 		return nil, nil // an old round of a verification that has moved on
 	}
 	v := parent.Verification
@@ -177,26 +143,26 @@ func (l *Loop) verdicts(ctx context.Context, vp *Plan, w *Worker) (*Callback, er
 		got, err = plans.Verdicts(result, len(v.Claims))
 	}
 	if err != nil {
-		v.Outcome = PlanFailed
-		parent.State, parent.Reason, parent.Updated = PlanFailed, fmt.Sprintf("verification round %d by %s: %v", vp.Round, vp.Worker, err), l.cfg.Now().UTC()
+		v.Outcome = state.PlanFailed
+		parent.State, parent.Reason, parent.Updated = state.PlanFailed, fmt.Sprintf("verification round %d by %s: %v", vp.Round, vp.Worker, err), l.cfg.Now().UTC()
 		if err := l.commitMatrix(ctx, parent); err != nil {
 			return nil, err
 		}
-		return newCallback(CallbackFailed, vp.DoneEvent, parent.Name, vp.Worker, parent.Reason, ""), nil
+		return event.NewCallback(event.CallbackFailed, vp.DoneEvent, parent.Name, vp.Worker, parent.Reason, ""), nil
 	}
 	for _, g := range got {
-		v.Matrix = append(v.Matrix, MatrixRow{Claim: g.Claim, Text: v.Claims[g.Claim-1], Round: vp.Round, Verifier: vp.Worker, Verdict: g.Verdict, Evidence: g.Evidence})
+		v.Matrix = append(v.Matrix, plans.MatrixRow{Claim: g.Claim, Text: v.Claims[g.Claim-1], Round: vp.Round, Verifier: vp.Worker, Verdict: g.Verdict, Evidence: g.Evidence})
 	}
 	for _, g := range got {
 		if g.Verdict != plans.Confirmed {
-			v.Outcome = PlanRefuted
-			parent.State, parent.Reason, parent.Updated = PlanRefuted,
+			v.Outcome = state.PlanRefuted
+			parent.State, parent.Reason, parent.Updated = state.PlanRefuted,
 				fmt.Sprintf("claim %d %s by %s in round %d: %s", g.Claim, strings.ToLower(g.Verdict), vp.Worker, vp.Round, g.Evidence), l.cfg.Now().UTC()
 			if err := l.commitMatrix(ctx, parent); err != nil {
 				return nil, err
 			}
 			l.log.Warn("refuted", "plan", parent.Name, "claim", g.Claim, "verifier", vp.Worker, "verdict", g.Verdict)
-			cb := newCallback(CallbackRefuted, vp.DoneEvent, parent.Name, vp.Worker, fmt.Sprintf("claim %d (%s)", g.Claim, vp.Worker), parent.Result)
+			cb := event.NewCallback(event.CallbackRefuted, vp.DoneEvent, parent.Name, vp.Worker, fmt.Sprintf("claim %d (%s)", g.Claim, vp.Worker), parent.Result)
 			return cb, nil
 		}
 	}
@@ -216,19 +182,19 @@ func (l *Loop) verdicts(ctx context.Context, vp *Plan, w *Worker) (*Callback, er
 		}
 		v.Ledgered, parent.Ledger = true, entry.ID
 	}
-	v.Outcome = PlanVerified
-	parent.State, parent.Reason, parent.Updated = PlanVerified, "", l.cfg.Now().UTC()
+	v.Outcome = state.PlanVerified
+	parent.State, parent.Reason, parent.Updated = state.PlanVerified, "", l.cfg.Now().UTC()
 	if err := l.commitMatrix(ctx, parent); err != nil {
 		return nil, err
 	}
 	l.log.Info("verified", "plan", parent.Name, "rounds", v.Rounds)
-	return newCallback(CallbackVerified, vp.DoneEvent, parent.Name, vp.Worker, "", parent.Result), nil
+	return event.NewCallback(event.CallbackVerified, vp.DoneEvent, parent.Name, vp.Worker, "", parent.Result), nil
 }
 
 // commitMatrix writes VERIFICATION.md in the plan folder and commits it.
-func (l *Loop) commitMatrix(ctx context.Context, p *Plan) error {
-	rel := filepath.ToSlash(filepath.Join(plans.Dir, p.Name, VerificationFile))
-	if err := os.WriteFile(filepath.Join(l.cfg.Root, rel), []byte(RenderMatrix(p.Name, p.Verification)), 0o644); err != nil {
+func (l *Loop) commitMatrix(ctx context.Context, p *state.Run) error {
+	rel := filepath.ToSlash(filepath.Join(plans.Dir, p.Name, plans.VerificationFile))
+	if err := os.WriteFile(filepath.Join(l.cfg.Root, rel), []byte(plans.RenderMatrix(p.Name, p.Verification)), 0o644); err != nil {
 		return err
 	}
 	return l.withGitLock(func() error {
@@ -240,33 +206,16 @@ func (l *Loop) commitMatrix(ctx context.Context, p *Plan) error {
 	})
 }
 
-// RenderMatrix is the verification matrix as markdown: claim × round ×
-// verifier × verdict × evidence.
-func RenderMatrix(plan string, v *Verification) string {
-	var b strings.Builder
-	outcome := v.Outcome
-	if outcome == "" {
-		outcome = "in progress"
-	}
-	fmt.Fprintf(&b, "# Verification: %s\n\nAuthor: %s. Rounds: %d. Outcome: **%s**.\n\n", plan, v.Author, v.Rounds, outcome)
-	b.WriteString("| claim | round | verifier | verdict | evidence |\n|---|---|---|---|---|\n")
-	cell := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
-	for _, r := range v.Matrix {
-		fmt.Fprintf(&b, "| %d. %s | %d | %s | %s | %s |\n", r.Claim, cell(r.Text), r.Round, r.Verifier, r.Verdict, cell(r.Evidence))
-	}
-	return b.String()
-}
-
 // verifyCmd handles orch verify: a plan that is done (or was verified or
 // refuted before) is put to verification again.
-func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*Callback, string, error) {
+func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, string, error) {
 	p := l.st.Plans[e.Plan]
-	if p == nil || (p.State != PlanDone && p.State != PlanVerified && p.State != PlanRefuted) {
-		state := PlanDraft
+	if p == nil || (p.State != state.PlanDone && p.State != state.PlanVerified && p.State != state.PlanRefuted) {
+		ps := state.PlanDraft
 		if p != nil {
-			state = p.State
+			ps = p.State
 		}
-		return nil, l.refuse(e, fmt.Sprintf("plan %s is %s: only a harvested plan (done, verified, refuted) can be verified", e.Plan, state)), nil
+		return nil, l.refuse(e, fmt.Sprintf("plan %s is %s: only a harvested plan (done, verified, refuted) can be verified", e.Plan, ps)), nil
 	}
 	if p.VerifyOf != "" {
 		return nil, l.refuse(e, "plan "+e.Plan+" is itself a verification"), nil
@@ -286,17 +235,17 @@ func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*Callback, string,
 // failed (no RESULT.md, its workers lost, never acknowledged): the parent
 // fails too, with the reason, instead of waiting in verifying for ever. The
 // callback the lead gets names the parent.
-func (l *Loop) verificationFailed(vp *Plan, cb *Callback) *Callback {
+func (l *Loop) verificationFailed(vp *state.Run, cb *event.Callback) *event.Callback {
 	parent := l.st.Plans[vp.VerifyOf]
-	if vp.VerifyOf == "" || parent == nil || parent.State != PlanVerifying || parent.Verification == nil ||
-		roundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
+	if vp.VerifyOf == "" || parent == nil || parent.State != state.PlanVerifying || parent.Verification == nil ||
+		plans.RoundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
 		return cb
 	}
-	parent.Verification.Outcome = PlanFailed
-	parent.State, parent.Reason, parent.Updated = PlanFailed, fmt.Sprintf("verification round %d (%s) failed: %s", vp.Round, vp.Name, vp.Reason), l.cfg.Now().UTC()
+	parent.Verification.Outcome = state.PlanFailed
+	parent.State, parent.Reason, parent.Updated = state.PlanFailed, fmt.Sprintf("verification round %d (%s) failed: %s", vp.Round, vp.Name, vp.Reason), l.cfg.Now().UTC()
 	id := "vf-" + vp.Name
 	if cb != nil {
 		id = cb.Event
 	}
-	return newCallback(CallbackFailed, id, parent.Name, vp.Worker, parent.Reason, "")
+	return event.NewCallback(event.CallbackFailed, id, parent.Name, vp.Worker, parent.Reason, "")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -89,7 +90,7 @@ func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
 // first time; a later attempt goes on where the last one stopped), the
 // plan folder is brought over, .worktreeinclude files are copied, and the
 // setup command runs. An error means the worker does not get the plan.
-func (l *Loop) prepare(ctx context.Context, p *Plan, w *Worker) error {
+func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error {
 	// What is wrong with the plan or the repo is found before any worker's
 	// worktree is touched, so it is never blamed on a worker.
 	if _, err := includes(ctx, l.repo); err != nil {
@@ -362,7 +363,7 @@ func copyIncludes(ctx context.Context, repo *git.Repo, dir string) error {
 // with the reason, and the plan goes to the next worker. Anything else
 // (the repo itself, another worktree) keeps the plan queued with the
 // reason, every worker as it was, until the next event.
-func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) outcome {
+func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 	reason := event.Clean("worktree for " + w.ID + ": " + err.Error())
 	now := l.cfg.Now().UTC()
 	p.Def = nil
@@ -373,8 +374,8 @@ func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) outcome {
 	switch {
 	case errors.Is(err, ErrSetup), errors.Is(err, ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
 		p.Attempts++
-		p.State, p.Reason, p.Worker, p.Updated = PlanFailed, reason, w.ID, now
-		cb := newCallback(CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, "")
+		p.State, p.Reason, p.Worker, p.Updated = state.PlanFailed, reason, w.ID, now
+		cb := event.NewCallback(event.CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, "")
 		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, cb))
 		l.log.Warn("plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
 		if errors.Is(err, ErrSetup) || errors.Is(err, ErrInclude) {
@@ -387,8 +388,8 @@ func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) outcome {
 		if p.Target == w.ID {
 			p.Target = "" // pinned to a worker now out of use: free to go elsewhere
 		}
-		w.State, w.Reason, w.Since = WorkerDead, reason, now
-		l.st.Outbox = append(l.st.Outbox, newCallback(CallbackDied, fmt.Sprintf("worktree-%s-%d", w.ID, stamp), w.ID, w.ID, reason+"; plan "+p.Name+" stays queued", ""))
+		w.State, w.Reason, w.Since = state.WorkerDead, reason, now
+		l.st.Outbox = append(l.st.Outbox, event.NewCallback(event.CallbackDied, fmt.Sprintf("worktree-%s-%d", w.ID, stamp), w.ID, w.ID, reason+"; plan "+p.Name+" stays queued", ""))
 		l.log.Error("worktree refused: worker out of use, plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
 		next = goOn
 	default:
@@ -405,24 +406,24 @@ func (l *Loop) prepareFailed(p *Plan, w *Worker, err error) outcome {
 // integrated records orch integrate's outcome for a plan. A worker's
 // worktree that still has the plan's branch checked out lets go of it
 // (detached where the branch is) once the plan is in: the branch is kept.
-func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string) {
+func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, string) {
 	p := l.st.Plans[e.Plan]
 	if p == nil {
 		return nil, "ignored: unknown plan"
 	}
 	switch {
-	case p.State == PlanDone, p.State == PlanVerified, p.State == PlanConflict, p.State == PlanIntegrated, integrationFailed(p):
+	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrationFailed(p):
 	default:
-		return nil, "ignored: plan is " + p.State
+		return nil, "ignored: plan is " + string(p.State)
 	}
 	now := l.cfg.Now().UTC()
 	kind, status, ok := strings.Cut(e.Status, " ")
-	if p.State == PlanIntegrated {
+	if p.State == state.PlanIntegrated {
 		return nil, "ignored: already integrated" // its code is in; a later try cannot take that back
 	}
 	switch {
 	case kind == "integrated" && ok:
-		p.State, p.Merged, p.Reason, p.Updated = PlanIntegrated, status, "", now
+		p.State, p.Merged, p.Reason, p.Updated = state.PlanIntegrated, status, "", now
 		if w := l.st.Worker(p.Worker); w != nil && w.Plan == "" && l.isolated() {
 			// What the worker left since its done stays on the branch; then
 			// the worktree lets go of it.
@@ -436,14 +437,14 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*Callback, string
 			}
 		}
 		l.log.Info("integrated", "plan", p.Name, "commit", short(status))
-		return newCallback(CallbackIntegrated, e.ID, p.Name, p.Worker, short(status), status), "integrated"
+		return event.NewCallback(event.CallbackIntegrated, e.ID, p.Name, p.Worker, short(status), status), "integrated"
 	case kind == "conflict:":
-		p.State, p.Reason, p.Updated = PlanConflict, "conflict with the base branch in "+status, now
+		p.State, p.Reason, p.Updated = state.PlanConflict, "conflict with the base branch in "+status, now
 		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
-		return newCallback(CallbackConflict, e.ID, p.Name, p.Worker, status, ""), "conflict"
+		return event.NewCallback(event.CallbackConflict, e.ID, p.Name, p.Worker, status, ""), "conflict"
 	case kind == "failed:":
-		p.State, p.Reason, p.Updated = PlanFailed, integrationReason+status, now
-		return newCallback(CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
+		p.State, p.Reason, p.Updated = state.PlanFailed, integrationReason+status, now
+		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
 }

@@ -72,7 +72,7 @@ func cmdWaitWorker(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		for _, w := range v.Workers {
 			if w.ID == args[0] {
-				return w.State == args[1]
+				return string(w.State) == args[1]
 			}
 		}
 		return false

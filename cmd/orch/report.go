@@ -58,7 +58,7 @@ func reportRun(ctx context.Context, o *reportOptions, s streams) error {
 		if i > 0 {
 			fmt.Fprintln(s.Out)
 		}
-		fmt.Fprint(s.Out, lead.RenderMatrix(r.Plan, r.Verification))
+		fmt.Fprint(s.Out, plans.RenderMatrix(r.Plan, r.Verification))
 	}
 	if len(reps) == 0 {
 		fmt.Fprintln(s.Out, "no plan has been put to verification")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
@@ -119,7 +120,7 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		for _, p := range v.Plans {
 			if p.Name == args[0] {
-				return p.State == args[1]
+				return string(p.State) == args[1]
 			}
 		}
 		return false
@@ -240,7 +241,7 @@ func cmdCheckReport(ts *testscript.TestScript, neg bool, args []string) {
 // out before its dependencies were done.
 func cmdCheckDeps(ts *testscript.TestScript, neg bool, args []string) {
 	root := ts.MkAbs(".")
-	st, err := lead.LoadState(orchdir.Of(root))
+	st, err := state.Load(orchdir.Of(root))
 	if err != nil {
 		ts.Fatalf("%v", err)
 	}

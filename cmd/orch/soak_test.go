@@ -16,6 +16,7 @@ import (
 
 	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
@@ -110,7 +111,7 @@ func TestSoak(t *testing.T) {
 		}
 		done := 0
 		for _, p := range v.Plans {
-			if p.State == lead.PlanDone {
+			if p.State == state.PlanDone {
 				done++
 			}
 		}

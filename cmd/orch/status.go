@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
 )
 
@@ -61,7 +62,7 @@ func printStatus(s streams, v lead.StatusView) {
 		switch {
 		case p.Reason != "":
 			note = p.Reason
-		case p.State == lead.PlanDone:
+		case p.State == state.PlanDone:
 			note = p.Status
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.State, dash(p.Worker), dash(p.Verifier), dash(strings.Join(p.DependsOn, ",")), clip(note, 70))

@@ -1,4 +1,4 @@
-package lead
+package state
 
 import (
 	"encoding/json"
@@ -13,17 +13,17 @@ import (
 )
 
 func TestSnapshotRestoresTheStateAsItWas(t *testing.T) {
-	st := newState()
-	st.Plans["a"] = &Plan{Name: "a", State: PlanQueued}
+	st := New()
+	st.Plans["a"] = &Run{Name: "a", State: PlanQueued}
 	st.Handled["e1"] = &Handled{Kind: "dispatch", Plan: "a", Time: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
 	want, _ := json.Marshal(st)
 
-	before := st.snapshot()
+	before := st.Snapshot()
 	st.Plans["a"].State = PlanRunning // an effect half-way
-	st.Plans["b"] = &Plan{Name: "b"}
+	st.Plans["b"] = &Run{Name: "b"}
 	delete(st.Handled, "e1")
 
-	got := before.restore(st)
+	got := before.Restore(st)
 	if got == st {
 		t.Fatal("restore returned the changed state itself")
 	}
@@ -33,16 +33,16 @@ func TestSnapshotRestoresTheStateAsItWas(t *testing.T) {
 
 	// A snapshot that could not be taken gives back the current state, as
 	// the copy it stands for would have been that state.
-	failed := snapshot{err: errors.New("no")}
-	if got := failed.restore(st); got != st {
+	failed := Snapshot{err: errors.New("no")}
+	if got := failed.Restore(st); got != st {
 		t.Error("a failed snapshot restored something else than the current state")
 	}
 }
 
 func TestSaveIsReadBackAsSaved(t *testing.T) {
 	dir := t.TempDir()
-	st := newState()
-	st.Plans["a"] = &Plan{Name: "a", State: PlanDone, Status: "tests pass"}
+	st := New()
+	st.Plans["a"] = &Run{Name: "a", State: PlanDone, Status: "tests pass"}
 	if err := st.Save(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestSaveIsReadBackAsSaved(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s mode %v, want 0600", orchdir.State, fi.Mode().Perm())
 	}
-	back, err := LoadState(dir)
+	back, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package lead
+// Package state is orch serve's record of its fleet and its plans' runs,
+// kept in .orch/state.json: what each worker is doing, where each plan's
+// current attempt stands, which events have had their effect. Only orch
+// serve writes it; the CLI reads it.
+package state
 
 import (
 	"encoding/json"
@@ -9,33 +13,40 @@ import (
 	"sort"
 	"time"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
 )
 
-// Worker states, as the contract names them.
+// WorkerState is where a worker stands, as the contract names it.
+type WorkerState string
+
+// Worker states.
 const (
-	WorkerIdle = "idle"
-	WorkerBusy = "busy"
-	WorkerDead = "dead"
+	WorkerIdle WorkerState = "idle"
+	WorkerBusy WorkerState = "busy"
+	WorkerDead WorkerState = "dead"
 )
 
-// Plan states, as the contract names them.
+// PlanState is where a plan stands, as the contract names it.
+type PlanState string
+
+// Plan states.
 const (
-	PlanDraft      = "draft"
-	PlanQueued     = "queued"
-	PlanDispatched = "dispatched"
-	PlanRunning    = "running"
-	PlanNeedsInput = "needs-input"
-	PlanBlocked    = "blocked"
-	PlanDone       = "done"
-	PlanVerifying  = "verifying"
-	PlanVerified   = "verified"
-	PlanRefuted    = "refuted"
-	PlanFailed     = "failed"
-	PlanConflict   = "conflict"
-	PlanIntegrated = "integrated"
+	PlanDraft      PlanState = "draft"
+	PlanQueued               = "queued"
+	PlanDispatched           = "dispatched"
+	PlanRunning              = "running"
+	PlanNeedsInput           = "needs-input"
+	PlanBlocked              = "blocked"
+	PlanDone                 = "done"
+	PlanVerifying            = "verifying"
+	PlanVerified             = "verified"
+	PlanRefuted              = "refuted"
+	PlanFailed               = "failed"
+	PlanConflict             = "conflict"
+	PlanIntegrated           = "integrated"
 )
 
 // maxRejected bounds the list of refused events kept for orch status.
@@ -43,11 +54,11 @@ const maxRejected = 100
 
 // Worker is one worker as the lead loop knows it.
 type Worker struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-	Plan  string `json:"plan,omitempty"`
-	Pane  string `json:"pane,omitempty"`
-	Host  string `json:"host,omitempty"`
+	ID    string      `json:"id"`
+	State WorkerState `json:"state"`
+	Plan  string      `json:"plan,omitempty"`
+	Pane  string      `json:"pane,omitempty"`
+	Host  string      `json:"host,omitempty"`
 	// Headless workers have no pane: each plan runs the agent's headless
 	// command as a child process, PID while it runs.
 	Headless bool      `json:"headless,omitempty"`
@@ -65,10 +76,11 @@ type Worker struct {
 	Hooked bool `json:"hooked,omitempty"`
 }
 
-// Plan is one plan's run state.
-type Plan struct {
+// Run is one plan's run: where its current attempt stands, and what its
+// earlier attempts left. (Its definition, PLAN.md, is plans.Plan.)
+type Run struct {
 	Name     string    `json:"name"`
-	State    string    `json:"state"`
+	State    PlanState `json:"state"`
 	Worker   string    `json:"worker,omitempty"`
 	Verifier string    `json:"verifier,omitempty"`
 	Target   string    `json:"target,omitempty"` // orch dispatch --to
@@ -99,10 +111,10 @@ type Plan struct {
 	Exclude  []string `json:"exclude,omitempty"`
 	Avoid    []string `json:"avoid,omitempty"`
 	// Verification is set on a plan whose claims are being (or were) verified.
-	Verification *Verification `json:"verification,omitempty"`
+	Verification *plans.Verification `json:"verification,omitempty"`
 	// Def is what PLAN.md asked for when the plan was dispatched: the lead
 	// loop holds the worker to it, whatever the worker does to PLAN.md.
-	Def *PlanDef `json:"def,omitempty"`
+	Def *Def `json:"def,omitempty"`
 	// AtHarvest is the bet's metric measured right after the harvest.
 	AtHarvest    *float64 `json:"at_harvest,omitempty"`
 	AtHarvestErr string   `json:"at_harvest_error,omitempty"`
@@ -138,8 +150,8 @@ type Plan struct {
 	Unacked bool `json:"unacked,omitempty"`
 }
 
-// PlanDef is the part of PLAN.md's front matter the lead loop enforces.
-type PlanDef struct {
+// Def is the part of PLAN.md's front matter the lead loop enforces.
+type Def struct {
 	Acceptance []string   `json:"acceptance,omitempty"`
 	Verify     int        `json:"verify,omitempty"`
 	Bet        *plans.Bet `json:"bet,omitempty"`
@@ -148,10 +160,10 @@ type PlanDef struct {
 // Handled records that an event had its effect, and the callback it
 // produced, so a redelivery re-sends the same callback and nothing else.
 type Handled struct {
-	Kind     string    `json:"kind"`
-	Plan     string    `json:"plan"`
-	Time     time.Time `json:"time"`
-	Callback *Callback `json:"callback,omitempty"`
+	Kind     string          `json:"kind"`
+	Plan     string          `json:"plan"`
+	Time     time.Time       `json:"time"`
+	Callback *event.Callback `json:"callback,omitempty"`
 	// Published is set once the callback is stored. It is saved with the
 	// next state save; until then a redelivery publishes the callback again
 	// under the same message id, which the broker drops as a copy.
@@ -176,23 +188,24 @@ type State struct {
 	// Isolation is how the fleet's panes were started: worktree or shared.
 	Isolation string              `json:"isolation,omitempty"`
 	Workers   []*Worker           `json:"workers"`
-	Plans     map[string]*Plan    `json:"plans"`
+	Plans     map[string]*Run     `json:"plans"`
 	Handled   map[string]*Handled `json:"handled"`
 	Rejected  []Rejection         `json:"rejected,omitempty"`
 	Errors    map[string]string   `json:"errors,omitempty"` // event id -> why its effect could not be committed yet
 	// Outbox holds callbacks not caused by a message (a dispatch that was
 	// never acknowledged) until they are stored in the stream.
-	Outbox []*Callback `json:"outbox,omitempty"`
+	Outbox []*event.Callback `json:"outbox,omitempty"`
 }
 
-func newState() *State {
-	return &State{Plans: map[string]*Plan{}, Handled: map[string]*Handled{}, Errors: map[string]string{}}
+// New returns an empty state.
+func New() *State {
+	return &State{Plans: map[string]*Run{}, Handled: map[string]*Handled{}, Errors: map[string]string{}}
 }
 
-// LoadState reads the state from an .orch directory; a missing file is an
+// Load reads the state from an .orch directory; a missing file is an
 // empty state.
-func LoadState(orchDir string) (*State, error) {
-	st := newState()
+func Load(orchDir string) (*State, error) {
+	st := New()
 	data, err := os.ReadFile(filepath.Join(orchDir, orchdir.State))
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
@@ -204,7 +217,7 @@ func LoadState(orchDir string) (*State, error) {
 		return nil, fmt.Errorf("load state: %s: %w", orchdir.State, err)
 	}
 	if st.Plans == nil {
-		st.Plans = map[string]*Plan{}
+		st.Plans = map[string]*Run{}
 	}
 	if st.Handled == nil {
 		st.Handled = map[string]*Handled{}
@@ -220,8 +233,8 @@ func LoadState(orchDir string) (*State, error) {
 // might plausibly make.
 const handledKeep = 30 * 24 * time.Hour
 
-// prune forgets handled ids older than handledKeep.
-func (st *State) prune(now time.Time) {
+// Prune forgets handled ids older than handledKeep.
+func (st *State) Prune(now time.Time) {
 	for id, h := range st.Handled {
 		if now.Sub(h.Time) > handledKeep {
 			delete(st.Handled, id)
@@ -244,23 +257,24 @@ func (st *State) Save(orchDir string) error {
 	return nil
 }
 
-// snapshot is the state as it was before an effect, to restore if the
+// Snapshot is the state as it was before an effect, to restore if the
 // effect fails half-way. It is kept as JSON and decoded only then: effects
 // rarely fail, and decoding it every time cost nearly as much as saving.
-type snapshot struct {
+type Snapshot struct {
 	data []byte
 	err  error
 }
 
-func (st *State) snapshot() snapshot {
+// Snapshot keeps the state as it is now.
+func (st *State) Snapshot() Snapshot {
 	data, err := json.Marshal(st)
-	return snapshot{data, err}
+	return Snapshot{data, err}
 }
 
-// restore returns the state as it was when the snapshot was taken, or cur
+// Restore returns the state as it was when the snapshot was taken, or cur
 // when it could not be taken (as a copy made then would not have been).
-func (s snapshot) restore(cur *State) *State {
-	c := newState()
+func (s Snapshot) Restore(cur *State) *State {
+	c := New()
 	if s.err == nil && json.Unmarshal(s.data, c) == nil {
 		return c
 	}
@@ -277,8 +291,8 @@ func (st *State) Worker(id string) *Worker {
 	return nil
 }
 
-// ensureWorker returns the worker with id, recorded idle now if it is new.
-func (st *State) ensureWorker(id string, now time.Time) *Worker {
+// EnsureWorker returns the worker with id, recorded idle now if it is new.
+func (st *State) EnsureWorker(id string, now time.Time) *Worker {
 	w := st.Worker(id)
 	if w == nil {
 		w = &Worker{ID: id, State: WorkerIdle, Since: now}
@@ -287,27 +301,28 @@ func (st *State) ensureWorker(id string, now time.Time) *Worker {
 	return w
 }
 
-// reject records a refused event, keeping the newest maxRejected.
-func (st *State) reject(r Rejection) {
+// Reject records a refused event, keeping the newest maxRejected.
+func (st *State) Reject(r Rejection) {
 	st.Rejected = append(st.Rejected, r)
 	if n := len(st.Rejected); n > maxRejected {
 		st.Rejected = append([]Rejection(nil), st.Rejected[n-maxRejected:]...)
 	}
 }
 
-// idleWorkers returns workers that can take a plan, in id order.
-func (st *State) idleWorkers() []*Worker {
+// IdleWorkers returns workers that can take a plan, in id order.
+func (st *State) IdleWorkers() []*Worker {
 	var out []*Worker
 	for _, w := range st.Workers {
 		if w.State == WorkerIdle && (w.Pane != "" || w.Headless) {
 			out = append(out, w)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return workerNum(out[i].ID) < workerNum(out[j].ID) })
+	sort.Slice(out, func(i, j int) bool { return WorkerNum(out[i].ID) < WorkerNum(out[j].ID) })
 	return out
 }
 
-func workerNum(id string) int {
+// WorkerNum is the number in a worker id ("w12": 12), for ordering.
+func WorkerNum(id string) int {
 	n := 0
 	for _, r := range id[1:] {
 		n = n*10 + int(r-'0')
