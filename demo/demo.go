@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
@@ -97,7 +98,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	loopErr := make(chan error, 1)
 	go func() {
 		loopErr <- lead.Run(loopCtx, lead.Config{
-			Root: o.Dir, Workers: o.Workers, Agent: lead.ShellQuote(o.OrchBin) + " agent",
+			Root: o.Dir, Workers: o.Workers, Agent: fleet.ShellQuote(o.OrchBin) + " agent",
 			TmuxSocket: socket, BinDir: o.BinDir,
 			Logger: slog.New(lead.NewLineHandler(o.Out, slog.LevelInfo)),
 			Ready:  func(url string) { ready <- url },

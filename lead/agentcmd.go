@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/fleet"
 )
 
 // notifyBin is the orch-notify that tmux hooks and agent hooks run: the one
@@ -55,7 +56,7 @@ func (l *Loop) paneCommand(id string) (string, map[string]string, error) {
 func (l *Loop) headlessCommand(id, prompt string) (string, map[string]string, error) {
 	p := l.cfg.Profile
 	if p == nil {
-		return l.cfg.Agent + " " + ShellQuote(prompt), nil, nil
+		return l.cfg.Agent + " " + fleet.ShellQuote(prompt), nil, nil
 	}
 	s, err := l.prepareAgent(id)
 	if err != nil {

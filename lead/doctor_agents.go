@@ -15,6 +15,7 @@ import (
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
 
@@ -168,7 +169,7 @@ func asksCheck(root, spec string) (Check, bool) {
 	}
 	dir := root
 	if cfg.Isolation == config.Worktree {
-		dir = WorktreeDir(root, "w1")
+		dir = fleet.WorktreeDir(root, "w1")
 	}
 	info, problem := p.Asks(agent.WorkerSpec{OrchDir: orchdir.Of(root), Root: root, Dir: dir, ID: "w1", Permissions: cfg.Permissions})
 	return Check{Name: "agent asks", OK: problem == "", Info: info, Fix: problem}, true

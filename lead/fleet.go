@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/notify"
@@ -54,7 +55,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 		id := fmt.Sprintf("w%d", i)
 		w := l.st.EnsureWorker(id, now)
 		if w.Headless {
-			if pid := livePID(l.orchDir, w); pid != 0 {
+			if pid := fleet.LivePID(l.orchDir, w); pid != 0 {
 				return fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, pid)
 			}
 			// Its process is gone: a plan it held is decided below, with
@@ -77,7 +78,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 			return fmt.Errorf("fleet: start %s: %w", id, err)
 		}
 		if !has {
-			if err := l.tmux.SetOption(ctx, name, rootOption, l.cfg.Root); err != nil {
+			if err := l.tmux.SetOption(ctx, name, fleet.RootOption, l.cfg.Root); err != nil {
 				return fmt.Errorf("fleet: %w", err)
 			}
 		}
@@ -118,9 +119,6 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	return l.save()
 }
 
-// rootOption is the session option that names the repo a fleet belongs to.
-const rootOption = "@orch_root"
-
 // sessionFor picks the tmux session of this repo's fleet: orch-<repo>, or,
 // when a session of that name belongs to another repo (same folder name
 // elsewhere), orch-<repo>-<hash of the root>. A session is this repo's only
@@ -136,7 +134,7 @@ func (l *Loop) sessionFor(ctx context.Context) (string, bool, error) {
 		if !has {
 			return name, false, nil
 		}
-		root, err := l.tmux.SessionOption(ctx, name, rootOption)
+		root, err := l.tmux.SessionOption(ctx, name, fleet.RootOption)
 		if err != nil {
 			return "", false, err
 		}
@@ -187,7 +185,7 @@ func (l *Loop) startPane(ctx context.Context, session, id string, split bool) (s
 	if l.cfg.BinDir != "" {
 		// The pane's shell may be a login shell that resets PATH from the
 		// user's profile; set it again right before the agent starts.
-		command = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; exec " + command
+		command = "export PATH=" + fleet.ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; exec " + command
 	}
 	dir := l.cfg.Root
 	if l.isolated() {
@@ -270,11 +268,6 @@ func (l *Loop) workerEnv(id string) (map[string]string, error) {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-// ShellQuote quotes s for a POSIX shell.
-func ShellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // paneAlive says whether w's recorded pane is still there and provably w's

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
@@ -194,7 +195,7 @@ type gateJob struct {
 func (l *Loop) gateJob(ctx context.Context, p *state.Run, cmds []string) gateJob {
 	j := gateJob{plan: p.Name, attempt: p.Attempts, cmds: cmds, dir: l.cfg.Root, worker: p.Worker}
 	if l.isolated() {
-		if sha, err := l.repo.RevParse(ctx, "refs/heads/"+PlanBranch(p.Name)); err == nil {
+		if sha, err := l.repo.RevParse(ctx, "refs/heads/"+fleet.PlanBranch(p.Name)); err == nil {
 			j.rev = sha
 		} else {
 			j.dir = l.workDir(p.Worker) // no branch (a worker that never switched): its worktree

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
@@ -112,7 +112,7 @@ type exitNote struct {
 func (l *Loop) rewatch(w *state.Worker) {
 	n := exitNote{worker: w.ID, plan: w.Plan, attempt: l.attemptOf(w.Plan), pid: w.PID}
 	fd, err := unix.PidfdOpen(w.PID, 0)
-	if err == nil && !isWorkerProcess(w.PID, w.ID, l.orchDir) {
+	if err == nil && !fleet.IsWorkerProcess(w.PID, w.ID, l.orchDir) {
 		unix.Close(fd) // the pid was reused by an unrelated process: ours is gone
 		err = unix.ESRCH
 	}
@@ -161,7 +161,7 @@ func (l *Loop) startHeadless(w *state.Worker, plan, line string) error {
 	if err := os.MkdirAll(logs, 0o700); err != nil {
 		return err
 	}
-	logPath := filepath.Join(logs, logName(plan, attempt))
+	logPath := filepath.Join(logs, fleet.LogName(plan, attempt))
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func (l *Loop) startHeadless(w *state.Worker, plan, line string) error {
 	}
 	cmdline = "read -r _ <&3 || exit 97; exec 3<&-; " + cmdline
 	if l.cfg.BinDir != "" {
-		cmdline = "export PATH=" + ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; " + cmdline
+		cmdline = "export PATH=" + fleet.ShellQuote(l.cfg.BinDir) + ":\"$PATH\"; " + cmdline
 	}
 	cmd := exec.Command("sh", "-c", cmdline)
 	cmd.Dir = l.workDir(w.ID)
@@ -249,7 +249,7 @@ func (l *Loop) startHeadless(w *state.Worker, plan, line string) error {
 func (l *Loop) reportExit(n exitNote) {
 	l.ingestSpool()
 	if n.plan != "" {
-		capLog(filepath.Join(l.orchDir, orchdir.Logs, logName(n.plan, n.attempt)))
+		capLog(filepath.Join(l.orchDir, orchdir.Logs, fleet.LogName(n.plan, n.attempt)))
 	}
 	l.publishExit(n)
 }
@@ -261,7 +261,7 @@ func (l *Loop) reportExits() {
 	l.pendingExits = nil
 	for _, n := range pending {
 		if n.plan != "" {
-			capLog(filepath.Join(l.orchDir, orchdir.Logs, logName(n.plan, n.attempt)))
+			capLog(filepath.Join(l.orchDir, orchdir.Logs, fleet.LogName(n.plan, n.attempt)))
 		}
 		l.publishExit(n)
 	}
@@ -298,7 +298,7 @@ func (l *Loop) exited(e event.Event) (*event.Callback, string) {
 		return nil, "worker free: " + e.Status
 	}
 	w.Plan = ""
-	log := filepath.Join(orchdir.Name, orchdir.Logs, logName(p.Name, p.Attempts))
+	log := filepath.Join(orchdir.Name, orchdir.Logs, fleet.LogName(p.Name, p.Attempts))
 	if strings.Contains(e.Status, unknownStatus) {
 		// It ended while no lead loop watched it as its parent: stopped by
 		// orch down, killed with the tmux server's machine, or crashed. Like
@@ -316,7 +316,7 @@ func (l *Loop) exited(e event.Event) (*event.Callback, string) {
 	}
 	said := ""
 	if how != "exit status 0" {
-		if last := lastLogLine(filepath.Join(l.orchDir, orchdir.Logs, logName(p.Name, p.Attempts))); last != "" {
+		if last := lastLogLine(filepath.Join(l.orchDir, orchdir.Logs, fleet.LogName(p.Name, p.Attempts))); last != "" {
 			said = ": " + last
 		}
 	}
@@ -409,49 +409,3 @@ func capLog(path string) error {
 	b.Write(tail)
 	return atomicfile.Write(path, b.Bytes(), 0o600)
 }
-
-// livePID is the running headless process of worker w, if any. Every
-// agent process has its pid saved before it starts (see startHeadless).
-func livePID(orchDir string, w *state.Worker) int {
-	if w.PID != 0 && isWorkerProcess(w.PID, w.ID, orchDir) {
-		return w.PID
-	}
-	return 0
-}
-
-// isWorkerProcess says whether pid runs with worker id's environment for
-// this repo (ORCH_WORKER and ORCH_DIR): a process of that worker, not an
-// unrelated one that got the same pid later. (Its own descendants carry
-// the same environment; the pid itself is what orch recorded.)
-func isWorkerProcess(pid int, id, orchDir string) bool {
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return false
-	}
-	vars := strings.Split(string(env), "\x00")
-	return slices.Contains(vars, "ORCH_WORKER="+id) && slices.Contains(vars, "ORCH_DIR="+orchDir)
-}
-
-// StopHeadless ends the headless processes recorded in the state (their
-// process groups get SIGTERM), for orch down. Only processes that prove
-// to be this repo's workers are signalled.
-func StopHeadless(root string) ([]string, error) {
-	st, err := state.Load(orchdir.Of(root))
-	if err != nil {
-		return nil, err
-	}
-	var stopped []string
-	for _, w := range st.Workers {
-		pid := livePID(orchdir.Of(root), w)
-		if !w.Headless || pid == 0 {
-			continue
-		}
-		if err := syscall.Kill(-pid, syscall.SIGTERM); err == nil {
-			stopped = append(stopped, fmt.Sprintf("headless %s (pid %d, plan %s)", w.ID, pid, w.Plan))
-		}
-	}
-	return stopped, nil
-}
-
-// logName is the file, under .orch/logs, of one headless run.
-func logName(plan string, attempt int) string { return fmt.Sprintf("%s-%d.log", plan, attempt) }

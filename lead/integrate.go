@@ -13,6 +13,7 @@ import (
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
@@ -138,7 +139,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 		return nil, fmt.Errorf("integrate: %w", err)
 	}
 	for _, name := range order {
-		s := IntegrateStep{Plan: name, Branch: PlanBranch(name), Base: base}
+		s := IntegrateStep{Plan: name, Branch: fleet.PlanBranch(name), Base: base}
 		if dep := blockedBy(root, name, failed); dep != "" {
 			s.Outcome, s.Reason = Skipped, fmt.Sprintf("depends on %s, which was not integrated (%s)", dep, failed[dep])
 			failed[name] = Skipped
@@ -229,7 +230,7 @@ func integrationOrder(root string, st *state.State, names []string) ([]string, [
 	for _, n := range names {
 		d, err := plans.Load(root, n)
 		if err != nil {
-			skipped = append(skipped, IntegrateStep{Plan: n, Branch: PlanBranch(n), Outcome: Skipped, Reason: err.Error()})
+			skipped = append(skipped, IntegrateStep{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped, Reason: err.Error()})
 			continue
 		}
 		missing := ""
@@ -246,7 +247,7 @@ func integrationOrder(root string, st *state.State, names []string) ([]string, [
 			}
 		}
 		if missing != "" {
-			skipped = append(skipped, IntegrateStep{Plan: n, Branch: PlanBranch(n), Outcome: Skipped, Reason: missing})
+			skipped = append(skipped, IntegrateStep{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped, Reason: missing})
 			continue
 		}
 		ok = append(ok, n)
@@ -275,7 +276,7 @@ func integrationOrder(root string, st *state.State, names []string) ([]string, [
 		if !progress {
 			for _, n := range ok {
 				if !placed[n] {
-					skipped = append(skipped, IntegrateStep{Plan: n, Branch: PlanBranch(n), Outcome: Skipped,
+					skipped = append(skipped, IntegrateStep{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped,
 						Reason: "its dependencies are not all integrated (a cycle, or one that cannot go)"})
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
@@ -75,7 +76,7 @@ func Status(root string) (StatusView, error) {
 		if p := st.Plans[n]; p != nil {
 			pv.Run = *p
 			if p.Base != "" {
-				pv.Branch = PlanBranch(n)
+				pv.Branch = fleet.PlanBranch(n)
 			}
 		}
 		if d := defs[n]; d != nil {
@@ -220,7 +221,7 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 			return stopped, ctx.Err()
 		}
 	}
-	hl, err := StopHeadless(root)
+	hl, err := fleet.StopHeadless(root)
 	stopped = append(stopped, hl...)
 	if err != nil {
 		return stopped, err
@@ -231,14 +232,14 @@ func Down(ctx context.Context, root, socket string, timeout time.Duration) (stop
 	}
 	// Whatever the agents started and left running goes last, once their
 	// panes and headless processes are gone.
-	defer func() { stopped = append(stopped, stopWorkerProcs(orchdir.Of(root), 3*time.Second)...) }()
+	defer func() { stopped = append(stopped, fleet.StopWorkerProcs(orchdir.Of(root), 3*time.Second)...) }()
 	if st.Session == "" {
 		return stopped, nil
 	}
 	tc := tmux.New(socket)
 	if has, _ := tc.HasSession(ctx, st.Session); has {
 		// Only this repo's fleet: a session of the same name may be another's.
-		if owner, err := tc.SessionOption(ctx, st.Session, rootOption); err != nil || owner != root {
+		if owner, err := tc.SessionOption(ctx, st.Session, fleet.RootOption); err != nil || owner != root {
 			return stopped, fmt.Errorf("tmux session %s belongs to %q, not this repo; left alone", st.Session, owner)
 		}
 		if err := tc.KillSession(ctx, st.Session); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
@@ -29,23 +30,8 @@ import (
 // where it is committed on the base branch as in shared isolation. The code
 // stays on the branch until orch integrate merges it.
 
-// IncludeFile lists files (git-ignored ones, like .env) copied from the
-// repo into each worktree before a plan is dispatched.
-const IncludeFile = ".worktreeinclude"
-
-// BranchPrefix starts the name of every plan branch.
-const BranchPrefix = "orch/"
-
-// PlanBranch is the branch a plan is worked on in worktree isolation.
-func PlanBranch(plan string) string { return BranchPrefix + plan }
-
 // isolated reports whether workers edit their own worktrees.
 func (l *Loop) isolated() bool { return l.conf.Isolation == config.Worktree }
-
-// WorktreeDir is worker id's worktree in the repo at root.
-func WorktreeDir(root, id string) string {
-	return filepath.Join(orchdir.Of(root), orchdir.Worktrees, id)
-}
 
 // workDir is where worker id edits: its worktree, or the repo itself in
 // shared isolation.
@@ -53,13 +39,13 @@ func (l *Loop) workDir(id string) string {
 	if !l.isolated() || id == "" {
 		return l.cfg.Root
 	}
-	return WorktreeDir(l.cfg.Root, id)
+	return fleet.WorktreeDir(l.cfg.Root, id)
 }
 
 // ensureWorktree makes worker id's worktree if it is not there (detached
 // at HEAD) and returns its directory.
 func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
-	dir := WorktreeDir(l.cfg.Root, id)
+	dir := fleet.WorktreeDir(l.cfg.Root, id)
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
 		return dir, nil
 	}
@@ -96,7 +82,7 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	if _, err := includes(ctx, l.repo); err != nil {
 		return err
 	}
-	branch := PlanBranch(p.Name)
+	branch := fleet.PlanBranch(p.Name)
 	if err := l.repo.CheckBranchName(ctx, branch); err != nil {
 		return fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
 	}
@@ -128,7 +114,7 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	if p.Base == "" {
 		base := "HEAD"
 		if parent := l.st.Plans[p.VerifyOf]; parent != nil {
-			if sha, err := l.repo.RevParse(ctx, "refs/heads/"+PlanBranch(parent.Name)); err == nil {
+			if sha, err := l.repo.RevParse(ctx, "refs/heads/"+fleet.PlanBranch(parent.Name)); err == nil {
 				base = sha
 			}
 		}
@@ -163,7 +149,7 @@ func runSetup(conf *config.Config, dir, plan, worker string, track func(pgid int
 	if conf.Setup == "" {
 		return nil
 	}
-	setup := "ORCH_PLAN=" + ShellQuote(plan) + " ORCH_WORKER=" + ShellQuote(worker) + "; export ORCH_PLAN ORCH_WORKER; " + conf.Setup
+	setup := "ORCH_PLAN=" + fleet.ShellQuote(plan) + " ORCH_WORKER=" + fleet.ShellQuote(worker) + "; export ORCH_PLAN ORCH_WORKER; " + conf.Setup
 	r := runCmdGroup(dir, setup, time.Duration(conf.SetupTimeout), track)
 	if !r.Failed() {
 		return nil
@@ -196,7 +182,7 @@ var ErrSetup = errors.New("setup command failed")
 var ErrBranchHeld = errors.New("plan branch in use")
 
 // ErrInclude is an unusable .worktreeinclude.
-var ErrInclude = errors.New("bad " + IncludeFile)
+var ErrInclude = errors.New("bad " + fleet.IncludeFile)
 
 // ErrWorkerTree is git refusing in the worker's own worktree.
 var ErrWorkerTree = errors.New("worktree refused")
@@ -237,7 +223,7 @@ func (l *Loop) collect(ctx context.Context, e event.Event) error {
 	if err != nil {
 		return fmt.Errorf("collect %s: %w", e.Plan, err)
 	}
-	if branch == PlanBranch(e.Plan) {
+	if branch == fleet.PlanBranch(e.Plan) {
 		skip, err := includes(ctx, l.repo)
 		if err != nil {
 			return err
@@ -297,7 +283,7 @@ func (l *Loop) syncPlanFolder(name, dir string) error {
 // relative to the repo root, # comments; paths must stay inside the repo.
 // Each is a literal path, never a pattern.
 func includes(ctx context.Context, repo *git.Repo) ([]string, error) {
-	data, err := repo.Show(ctx, "HEAD", IncludeFile)
+	data, err := repo.Show(ctx, "HEAD", fleet.IncludeFile)
 	if err != nil {
 		return nil, nil // none committed
 	}
@@ -428,7 +414,7 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 			// What the worker left since its done stays on the branch; then
 			// the worktree lets go of it.
 			wt := l.repo.At(l.workDir(w.ID))
-			if b, err := wt.CurrentBranch(ctx); err == nil && b == PlanBranch(p.Name) {
+			if b, err := wt.CurrentBranch(ctx); err == nil && b == fleet.PlanBranch(p.Name) {
 				if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
 					l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
 				} else if err := wt.Detach(ctx, "HEAD"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/lead"
 )
 
@@ -59,7 +60,7 @@ func newServeCmd(s streams) *cobra.Command {
 			}
 			if o.Workers > 0 && !o.Headless {
 				if _, err := exec.LookPath("tmux"); err != nil {
-					return fmt.Errorf("tmux is not on PATH: install it (Debian/Ubuntu: sudo apt-get install -y tmux), or run the fleet without it: orch serve --headless --workers %d --agent %s", o.Workers, lead.ShellQuote(o.Agent))
+					return fmt.Errorf("tmux is not on PATH: install it (Debian/Ubuntu: sudo apt-get install -y tmux), or run the fleet without it: orch serve --headless --workers %d --agent %s", o.Workers, fleet.ShellQuote(o.Agent))
 				}
 			}
 			return serveRun(cmd.Context(), o, s)

@@ -1,4 +1,4 @@
-package lead
+package fleet
 
 import (
 	"bytes"
@@ -65,11 +65,11 @@ func taggedWorker(environ []byte, orchDir string) bool {
 	return dir && worker
 }
 
-// stopWorkerProcs sends SIGTERM to every process left under this repo's
+// StopWorkerProcs sends SIGTERM to every process left under this repo's
 // workers, waits up to grace for them to end (a pidfd per process, woken
 // by the kernel at its exit), then kills what is left. It returns what it
 // stopped, for orch down's report.
-func stopWorkerProcs(orchDir string, grace time.Duration) []string {
+func StopWorkerProcs(orchDir string, grace time.Duration) []string {
 	pids := workerProcs(orchDir)
 	if len(pids) == 0 {
 		return nil
