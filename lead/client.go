@@ -17,6 +17,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -181,18 +182,11 @@ func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
 	return sha, nil
 }
 
-// DispatchResult says how a dispatch command was kept.
-type DispatchResult struct {
-	Plan    string `json:"plan"`
-	Event   string `json:"event"`
-	Spooled bool   `json:"spooled"`
-}
-
 // Dispatch asks the lead loop to queue a plan. The plan and its graph are
 // checked first; if orch serve is not running, the command is spooled and
 // takes effect when it starts.
-func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error) {
-	res := DispatchResult{Plan: name}
+func Dispatch(ctx context.Context, root, name, to string) (orchctl.DispatchResult, error) {
+	res := orchctl.DispatchResult{Plan: name}
 	if err := plans.ValidateName(name); err != nil {
 		return res, err
 	}
@@ -209,30 +203,13 @@ func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error
 	if err := plans.CheckGraph(all); err != nil {
 		return res, fmt.Errorf("dispatch %s: %w", name, err)
 	}
-	return sendCommand(root, event.New(event.Dispatch, name, "", to, ""))
-}
-
-// sendCommand hands a lead command to the lead loop through the stream, or
-// spools it when orch serve is not running: it takes effect when it starts.
-func sendCommand(root string, e event.Event) (DispatchResult, error) {
-	res := DispatchResult{Plan: e.Plan, Event: e.ID}
-	od := orchdir.Of(root)
-	cfg, err := notify.LeadConfig(od)
-	if err != nil || !Serving(root) {
-		cfg = notify.Config{SpoolDir: filepath.Join(od, orchdir.Spool)}
-	}
-	kept, err := notify.Send(cfg, e)
-	if err != nil {
-		return res, fmt.Errorf("%s %s: %w", e.Kind, e.Plan, err)
-	}
-	res.Spooled = kept.Spooled != ""
-	return res, nil
+	return orchctl.SendCommand(root, event.New(event.Dispatch, name, "", to, ""))
 }
 
 // Verify asks the lead loop to have the plan's claims verified by workers
 // other than its author, in 1 or 3 rounds.
-func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult, error) {
-	res := DispatchResult{Plan: name}
+func Verify(ctx context.Context, root, name string, rounds int) (orchctl.DispatchResult, error) {
+	res := orchctl.DispatchResult{Plan: name}
 	if err := plans.ValidateName(name); err != nil {
 		return res, err
 	}
@@ -242,7 +219,7 @@ func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult,
 	if _, err := plans.Load(root, name); err != nil {
 		return res, fmt.Errorf("verify %s: %w", name, err)
 	}
-	return sendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""))
+	return orchctl.SendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""))
 }
 
 // Report is one plan's verification matrix, for orch report.
@@ -271,26 +248,11 @@ func Reports(root, name string) ([]Report, error) {
 	return out, nil
 }
 
-// Serving reports whether an orch serve holds the repo's lock, and its pid.
-func Serving(root string) bool {
-	_, held := flock.Holder(filepath.Join(orchdir.Of(root), orchdir.ServePID))
-	return held
-}
-
-// ServePID returns the pid of the running orch serve, 0 if none.
-func ServePID(root string) int {
-	pid, held := flock.Holder(filepath.Join(orchdir.Of(root), orchdir.ServePID))
-	if !held {
-		return 0
-	}
-	return pid
-}
-
 // Wait blocks until the lead loop has a callback the lead has not seen,
 // takes it (so the next Wait gets the next one) and returns it.
 func Wait(ctx context.Context, root string, timeout time.Duration) (event.Callback, error) {
 	var cb event.Callback
-	if !Serving(root) {
+	if !orchctl.Serving(root) {
 		return cb, fmt.Errorf("wait: %w", ErrNotServing)
 	}
 	cfg, err := notify.LeadConfig(orchdir.Of(root))

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
@@ -103,7 +104,7 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 			add(Check{Name: "credentials " + f, OK: true, Info: "mode 600"})
 		}
 	}
-	pid := ServePID(root)
+	pid := orchctl.ServePID(root)
 	if pid == 0 {
 		add(Check{Name: "lead loop", Info: "not running", Fix: "start it with orch serve (events are spooled meanwhile)"})
 		return out

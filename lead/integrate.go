@@ -16,6 +16,7 @@ import (
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
@@ -510,7 +511,7 @@ func (in *integration) record(s IntegrateStep) IntegrateStep {
 	default:
 		status = "failed: " + s.Reason
 	}
-	res, err := sendCommand(in.root, event.New(event.Integrated, s.Plan, status, "", ""))
+	res, err := orchctl.SendCommand(in.root, event.New(event.Integrated, s.Plan, status, "", ""))
 	if err != nil {
 		s.Reason = strings.TrimSpace(s.Reason + "; not recorded: " + err.Error())
 	}

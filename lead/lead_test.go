@@ -14,6 +14,7 @@ import (
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/notify"
@@ -146,7 +147,7 @@ func TestProbeDoesNotTurnServeAway(t *testing.T) {
 						return
 					default:
 					}
-					Serving(root)
+					orchctl.Serving(root)
 				}
 			}()
 		}
@@ -163,14 +164,14 @@ func TestProbeDoesNotTurnServeAway(t *testing.T) {
 			t.Fatalf("start %d: orch serve did not start", i)
 		}
 		close(done)
-		if pid := ServePID(root); pid != os.Getpid() {
-			t.Errorf("start %d: ServePID = %d, want this process %d", i, pid, os.Getpid())
+		if pid := orchctl.ServePID(root); pid != os.Getpid() {
+			t.Errorf("start %d: orchctl.ServePID = %d, want this process %d", i, pid, os.Getpid())
 		}
 		cancel()
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if Serving(root) {
+		if orchctl.Serving(root) {
 			t.Errorf("start %d: still serving after the loop returned", i)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
@@ -48,7 +49,7 @@ func Status(root string) (StatusView, error) {
 	if err != nil {
 		return v, err
 	}
-	v.PID = ServePID(root)
+	v.PID = orchctl.ServePID(root)
 	v.Serving = v.PID != 0
 	v.Session, v.Isolation = st.Session, st.Isolation
 	if st.Workers != nil {
@@ -193,7 +194,7 @@ func SendPane(ctx context.Context, root, socket, id, text string) error {
 // both are gone. The loop goes first: with the panes killed under it, it
 // would record every worker as dead and queue their plans again.
 func Down(ctx context.Context, root, socket string, timeout time.Duration) (stopped []string, err error) {
-	if pid := ServePID(root); pid != 0 {
+	if pid := orchctl.ServePID(root); pid != 0 {
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			return stopped, fmt.Errorf("stop orch serve (pid %d): %w", pid, err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/plans"
 )
@@ -47,7 +48,7 @@ func dispatchRun(ctx context.Context, o *dispatchOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	var out []lead.DispatchResult
+	var out []orchctl.DispatchResult
 	for _, n := range o.Names {
 		res, err := lead.Dispatch(ctx, root, n, o.To)
 		if err != nil {

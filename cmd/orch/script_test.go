@@ -17,6 +17,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
@@ -99,11 +100,11 @@ func cmdWaitServing(ts *testscript.TestScript, neg bool, args []string) {
 		root = ts.MkAbs(args[0])
 	}
 	eventually.True(ts, 20*time.Second, func() bool {
-		if !lead.Serving(root) {
+		if !orchctl.Serving(root) {
 			return false
 		}
 		ep, err := notify.ReadEndpoint(filepath.Join(root, orchdir.Name))
-		return err == nil && ep.PID == lead.ServePID(root)
+		return err == nil && ep.PID == orchctl.ServePID(root)
 	}, "orch serve in %s", root)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/internal/eventually"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
@@ -87,7 +88,7 @@ func TestSoak(t *testing.T) {
 		pid := serve.Process.Pid
 		eventually.True(t, 30*time.Second, func() bool {
 			ep, err := notify.ReadEndpoint(filepath.Join(root, orchdir.Name))
-			return err == nil && ep.PID == pid && lead.ServePID(root) == pid
+			return err == nil && ep.PID == pid && orchctl.ServePID(root) == pid
 		}, "orch serve (pid %d) to be up", pid)
 	}
 	startServe()
