@@ -23,6 +23,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
@@ -444,7 +445,7 @@ func (res *burstResult) count(ctx context.Context, root string, names []string, 
 	// files it touched. A harvest commit is one touching a RESULT.md, alone
 	// ("harvest X: ok") or in a batch ("harvest N plans: ..."); a ledger
 	// commit one with Orch-Ledger-Event trailers, one per event it records.
-	cmd := exec.CommandContext(ctx, "git", "log", "--format=%x1e%(trailers:key="+lead.TrailerLedger+",valueonly,separator=%x1f)%x1d", "--name-only")
+	cmd := exec.CommandContext(ctx, "git", "log", "--format=%x1e%(trailers:key="+harvest.TrailerLedger+",valueonly,separator=%x1f)%x1d", "--name-only")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -547,7 +548,7 @@ func (res *burstResult) profile(ctx context.Context, root string) {
 	var ft, floor []time.Duration
 	for i := 0; i < 15; i++ {
 		t := time.Now()
-		if _, err := repo.RecentTrailers(ctx, lead.TrailerEvent, 200); err != nil {
+		if _, err := repo.RecentTrailers(ctx, harvest.TrailerEvent, 200); err != nil {
 			return
 		}
 		ft = append(ft, time.Since(t))

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/harvest"
 )
 
 // Markers of the lead loop's section of BENCHMARKS.md.
@@ -134,8 +134,8 @@ func leadReport(d leadData) string {
 		p("| orch-notify exit ≠ 0 / exit 0 but spooled (not acked) | %d / %d |\n", bu.ExitNonZero, bu.Spooled)
 		p("| plans not `done` in `lead.Status` | %d |\n", bu.NotDone)
 		p("| commits touching a RESULT.md / with `%s` trailers / LEDGER.jsonl entries / callbacks | %d / %d / %d / %d |\n",
-			lead.TrailerLedger, bu.HarvestCommits, bu.LedgerCommits, bu.LedgerEntries, bu.Callbacks)
-		p("| **lost** (a plan not done, or with no commit touching its RESULT.md, no `%s` trailer for its event, no ledger entry on disk or in HEAD, or no callback) | **%d** |\n", lead.TrailerLedger, bu.Lost)
+			harvest.TrailerLedger, bu.HarvestCommits, bu.LedgerCommits, bu.LedgerEntries, bu.Callbacks)
+		p("| **lost** (a plan not done, or with no commit touching its RESULT.md, no `%s` trailer for its event, no ledger entry on disk or in HEAD, or no callback) | **%d** |\n", harvest.TrailerLedger, bu.Lost)
 		p("| **doubled** (a plan with two or more of any of them) | **%d** |\n\n", bu.Doubled)
 		for _, w := range first(bu.LostWhy, 5) {
 			p("- lost: %s\n", w)

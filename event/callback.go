@@ -12,17 +12,17 @@ type CallbackKind string
 // Callback kinds.
 const (
 	CallbackDone     CallbackKind = "done"
-	CallbackBlocked               = "blocked"
-	CallbackFailed                = "failed"
-	CallbackDied                  = "died" // Plan holds the worker id
-	CallbackVerified              = "verified"
-	CallbackRefuted               = "refuted"
+	CallbackBlocked  CallbackKind = "blocked"
+	CallbackFailed   CallbackKind = "failed"
+	CallbackDied     CallbackKind = "died" // Plan holds the worker id
+	CallbackVerified CallbackKind = "verified"
+	CallbackRefuted  CallbackKind = "refuted"
 	// From orch integrate.
-	CallbackIntegrated = "integrated"
-	CallbackConflict   = "conflict"
+	CallbackIntegrated CallbackKind = "integrated"
+	CallbackConflict   CallbackKind = "conflict"
 	// From an agent's hooks (see hooks.go).
-	CallbackNeedsInput = "needs-input" // the agent waits for a person
-	CallbackIdle       = "idle"        // the agent's turn ended without orch-notify done
+	CallbackNeedsInput CallbackKind = "needs-input" // the agent waits for a person
+	CallbackIdle       CallbackKind = "idle"        // the agent's turn ended without orch-notify done
 )
 
 // Callback is what the lead loop tells the lead, and orch wait prints: one

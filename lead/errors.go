@@ -17,9 +17,6 @@ var ErrNotServing = errors.New("orch serve is not running for this repo (start i
 // ErrTimeout means orch wait saw no callback in time.
 var ErrTimeout = errors.New("no callback")
 
-// ErrNoHarvest means a RESULT.md could not be tied to a commit.
-var ErrNoHarvest = errors.New("nothing to harvest")
-
 // ErrConnLost means the lead loop's in-process connection to its broker
 // closed; the loop stops rather than go on deaf.
 var ErrConnLost = errors.New("connection to the embedded broker closed")

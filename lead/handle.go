@@ -11,29 +11,25 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
 
 // handleMsg applies one message and acknowledges it once its effect is
 // committed.
-func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
+func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	// Effects (git commits, typing into tmux) are finished even when orch
 	// serve is asked to stop meanwhile: a git killed mid-commit would leave
 	// index.lock behind and jam every later commit.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	e, err := event.Parse(m.Data())
-	if err == nil && (e.Plan != "" || !event.PlanOptional(e.Kind)) {
-		err = plans.ValidateName(e.Plan)
-	}
+	m, e, err := in.m, in.e, in.err
 	if err != nil {
 		// It can never become valid: record it and drop it from the stream.
 		l.log.Warn("rejected malformed event", "subject", m.Subject(), "err", err)
@@ -58,14 +54,13 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		m.Term()
 		return
 	}
+	if e.Kind == event.Done && !l.handledAlready(in) {
+		l.harvestDone(ctx, []inbound{in}) // the one harvest path
+		return
+	}
 	cb, err := l.apply(ctx, e)
 	if err != nil {
-		l.st.Errors[e.ID] = event.Clean(err.Error())
-		if err := l.save(); err != nil {
-			l.log.Error("save state", "err", err)
-		}
-		l.log.Error("event not handled yet; it will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
-		m.NakWithDelay(retryBackoff(m))
+		l.notYet(in, err)
 		return
 	}
 	if cb != nil {
@@ -88,9 +83,6 @@ func (l *Loop) handleMsg(ctx context.Context, m jetstream.Msg) {
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
-	}
-	if e.Kind == event.Done {
-		l.fault("before-ack")
 	}
 	if err := m.DoubleAck(ctx); err != nil {
 		// The effect is committed and recorded; a redelivery will be a no-op.
@@ -122,8 +114,6 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*event.Callback, error
 		note = l.queue(e)
 	case event.Started:
 		note = l.started(e)
-	case event.Done:
-		cb, note, err = l.done(ctx, e)
 	case event.Blocked:
 		cb, note = l.blocked(e)
 	case event.Died:
@@ -258,68 +248,6 @@ func (l *Loop) blocked(e event.Event) (*event.Callback, string) {
 	return event.NewCallback(event.CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), "blocked"
 }
 
-// done harvests a finished plan: RESULT.md committed, a ledger entry
-// appended and committed, the worker freed. Each step finds its own earlier
-// completion (by the Orch-Event trailer, by the ledger's event id), so a
-// crash between steps is repaired by the redelivery.
-func (l *Loop) done(ctx context.Context, e event.Event) (*event.Callback, string, error) {
-	p, w, why := l.holder(e)
-	if why != "" {
-		return nil, l.refuse(e, why), nil
-	}
-	l.revive(p, w)
-	if !working(p.State) {
-		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
-	}
-	now := l.cfg.Now().UTC()
-	if err := l.collect(ctx, e); errors.Is(err, ErrInclude) {
-		// Redelivery would not help: the file must be fixed.
-		reason := fmt.Sprintf("reported done (%s) but its work was not committed: %v", e.Status, err)
-		p.State, p.Status, p.Reason, p.Updated = state.PlanFailed, e.Status, reason, now
-		l.free(w)
-		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
-	} else if err != nil {
-		return nil, "", err
-	}
-	if _, err := plans.ReadResult(l.cfg.Root, e.Plan, MaxResult); err != nil {
-		reason := fmt.Sprintf("reported done (%s) but %s", e.Status, resultProblem(e.Plan, err))
-		p.State, p.Status, p.Reason, p.Updated = state.PlanFailed, e.Status, reason, now
-		l.free(w)
-		l.log.Warn("done without a usable RESULT.md: not harvested", "plan", e.Plan, "worker", e.Worker, "reason", reason)
-		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, e.Plan, e.Worker, reason, "")), "failed: " + reason, nil
-	}
-	def := l.def(p)
-	var sha string
-	err := l.withGitLock(func() error {
-		var err error
-		l.fault("before-harvest-commit")
-		sha, err = l.commitResult(ctx, e)
-		l.fault("after-harvest-commit")
-		return err
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("harvest %s: %w", e.Plan, err)
-	}
-	p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
-	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "status", e.Status)
-	if b := def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
-		p.AtHarvest, p.AtHarvestErr = measure(l.workDir(p.Worker), b.MetricCmd)
-	}
-	if len(def.Acceptance) > 0 {
-		// The worker stays busy while its gates run in its checkout: in a
-		// shared tree its next plan would change what the gates test.
-		p.State, p.Reason, p.Gates = state.PlanVerifying, "acceptance gates running", true
-		j := l.gateJob(ctx, p, def.Acceptance)
-		l.after(func() { l.startGates(j) })
-		return nil, "harvested " + short(sha) + "; gates running", nil
-	}
-	cb, err := l.finish(ctx, p, def, w)
-	if err != nil {
-		return nil, "", err
-	}
-	return cb, "harvested " + short(sha), nil
-}
-
 // gated handles the end of a plan's acceptance gates: the evidence is
 // committed next to RESULT.md, and the plan is finished or failed.
 func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, string, error) {
@@ -329,13 +257,13 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, strin
 	}
 	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
 	err := l.withGitLock(func() error {
-		if sha, err := l.committed(ctx, e.ID); err != nil || sha != "" {
+		if sha, err := l.harvester.Committed(ctx, e.ID); err != nil || sha != "" {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(l.cfg.Root, filepath.FromSlash(rel))); err != nil {
 			return nil // the evidence could not be written; the verdict says why
 		}
-		msg := fmt.Sprintf("gates %s: %s\n\n%s: %s\n", e.Plan, subjectLine(e.Status), TrailerEvent, e.ID)
+		msg := harvest.Message("gates "+e.Plan+": "+harvest.SubjectLine(e.Status), []event.Event{{ID: e.ID}}, harvest.TrailerEvent)
 		_, err := l.repo.Commit(ctx, msg, rel)
 		if errors.Is(err, git.ErrNothingToCommit) {
 			err = nil
@@ -364,103 +292,15 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, strin
 	return cb, "gates passed", nil
 }
 
-// finish records a harvested plan whose gates (if any) passed: the bet's
-// after-measurement, the ledger entry, the plan done and its worker free.
+// finish records a harvested plan whose gates passed: the bet's
+// after-measurement, the ledger entry, the plan done and its worker free
+// (settle, as for a plan without gates).
 func (l *Loop) finish(ctx context.Context, p *state.Run, def *state.Def, w *state.Worker) (*event.Callback, error) {
-	if p.VerifyOf != "" {
-		return l.verdicts(ctx, p, w)
+	h := &harvested{p: p, w: w, def: def}
+	if err := l.settle(ctx, []*harvested{h}); err != nil {
+		return nil, err
 	}
-	if def.Verify > 0 {
-		// Not done until someone else has tried to tear it apart: the
-		// ledger entry waits for the verdict.
-		l.free(w)
-		return l.startVerification(ctx, p, def.Verify, false)
-	}
-	var entry ledger.Entry
-	err := l.withGitLock(func() error {
-		var err error
-		entry, err = l.recordLedger(ctx, p, def)
-		l.fault("after-ledger-commit")
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", p.Name, err)
-	}
-	p.State, p.Reason, p.Ledger, p.Updated = state.PlanDone, "", entry.ID, l.cfg.Now().UTC()
-	l.free(w)
-	return event.NewCallback(event.CallbackDone, p.DoneEvent, p.Name, p.Worker, p.Status, p.Result), nil
-}
-
-func resultProblem(name string, err error) string {
-	switch {
-	case errors.Is(err, plans.ErrNoResult):
-		return plans.RelResultPath(name) + " is missing"
-	case errors.Is(err, plans.ErrTooLarge):
-		return plans.RelResultPath(name) + " is too large (limit 1 MiB)"
-	case errors.Is(err, plans.ErrSymlink):
-		return plans.RelResultPath(name) + " is a symlink"
-	}
-	return plans.RelResultPath(name) + " could not be read: " + err.Error()
-}
-
-// TrailerEvent is the commit trailer naming the event a harvest (or gates)
-// commit came from; TrailerLedger names the event of a ledger commit. They
-// differ so that looking up an event's harvest never finds its ledger entry.
-const (
-	TrailerEvent  = "Orch-Event"
-	TrailerLedger = "Orch-Ledger-Event"
-)
-
-func (l *Loop) commitResult(ctx context.Context, e event.Event) (string, error) {
-	if sha, err := l.committed(ctx, e.ID); err != nil || sha != "" {
-		return sha, err
-	}
-	msg := fmt.Sprintf("harvest %s: %s\n\nWorker: %s\n%s: %s\n", e.Plan, subjectLine(e.Status), e.Worker, TrailerEvent, e.ID)
-	sha, err := l.repo.Commit(ctx, msg, plans.RelResultPath(e.Plan))
-	if errors.Is(err, git.ErrNothingToCommit) {
-		// RESULT.md is already committed as it is (the worker committed it
-		// itself): the harvest points at the commit that has it.
-		log, err := l.repo.Log(ctx, 1, plans.RelResultPath(e.Plan))
-		if err != nil || len(log) == 0 {
-			return "", fmt.Errorf("%w: RESULT.md is unchanged and no commit has it (%v)", ErrNoHarvest, err)
-		}
-		return log[0].SHA, nil
-	}
-	return sha, err
-}
-
-func (l *Loop) recordLedger(ctx context.Context, p *state.Run, def *state.Def) (ledger.Entry, error) {
-	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent}
-	if b := def.Bet; b != nil && b.Metric != "" {
-		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
-		if b.MetricCmd != "" {
-			// Measured by the lead loop, at dispatch and at harvest: never
-			// copied from what the worker wrote.
-			en.MetricCmd, en.Baseline, en.BaselineError = b.MetricCmd, p.Baseline, p.BaselineErr
-			en.AtHarvest, en.AtHarvestError = p.AtHarvest, p.AtHarvestErr
-		}
-	}
-	got, _, err := ledger.Append(l.cfg.Root, en)
-	if err != nil {
-		return got, err
-	}
-	msg := fmt.Sprintf("ledger #%d: %s (%s)\n\n%s: %s\n", got.ID, p.Name, subjectLine(p.Status), TrailerLedger, p.DoneEvent)
-	_, err = l.repo.Commit(ctx, msg, ledger.File)
-	if errors.Is(err, git.ErrNothingToCommit) {
-		err = nil // committed before a crash; the redelivery finds it done
-	}
-	return got, err
-}
-
-// def is what the plan was dispatched with (older records: PLAN.md now).
-func (l *Loop) def(p *state.Run) *state.Def {
-	if p.Def != nil {
-		return p.Def
-	}
-	if d, err := plans.Load(l.cfg.Root, p.Name); err == nil {
-		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
-	}
-	return &state.Def{}
+	return h.cb, nil
 }
 
 // revive takes back a plan that failed only because its worker was slow to
@@ -506,21 +346,6 @@ func (l *Loop) publishCallback(cb *event.Callback) error {
 	return err
 }
 
-func subjectLine(s string) string {
-	r := []rune(event.OneLine(s))
-	if len(r) > 72 {
-		return string(r[:69]) + "..."
-	}
-	return string(r)
-}
-
-func short(sha string) string {
-	if len(sha) > 10 {
-		return sha[:10]
-	}
-	return sha
-}
-
 // reportRegates puts one regate record per plan whose gates were running
 // when the last lead loop stopped into the stream, behind everything
 // already there.
@@ -546,16 +371,4 @@ func (l *Loop) regate(e event.Event) string {
 	j := l.gateJob(context.Background(), p, p.Def.Acceptance)
 	l.after(func() { l.startGates(j) })
 	return "gates run again"
-}
-
-// committed returns the commit that already carries event id's effect, if
-// one of the last trailerDepth commits does: a crash between a commit and
-// the state save leaves it right behind HEAD. Looking no further keeps the
-// check's cost flat however long the history grows.
-func (l *Loop) committed(ctx context.Context, id string) (string, error) {
-	done, err := l.repo.RecentTrailers(ctx, TrailerEvent, trailerDepth)
-	if err != nil {
-		return "", err
-	}
-	return done[id], nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
@@ -143,8 +144,8 @@ func (l *Loop) turnEnded(e event.Event, p *state.Run, w *state.Worker) (*event.C
 		return nil, "ignored: plan " + p.Name + " is not started yet (a turn that ended now may be the previous plan's)"
 	}
 	reason := "turn ended without orch-notify done (" + plans.RelResultPath(p.Name) + " written but no done sent)"
-	if _, err := plans.ReadResult(l.workDir(w.ID), p.Name, MaxResult); err != nil {
-		reason = "turn ended without orch-notify done (" + resultProblem(p.Name, err) + ")"
+	if _, err := plans.ReadResult(l.workDir(w.ID), p.Name, harvest.MaxResult); err != nil {
+		reason = "turn ended without orch-notify done (" + harvest.ResultProblem(p.Name, err) + ")"
 	}
 	if p.State == state.PlanNeedsInput && p.Reason == reason {
 		return nil, "ignored: plan " + p.Name + " already waits: " + reason

@@ -38,14 +38,12 @@ import (
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/tmux"
 )
-
-// MaxResult bounds the RESULT.md a harvest reads.
-const MaxResult = 1 << 20
 
 // Config is what orch serve was asked to do.
 type Config struct {
@@ -95,16 +93,18 @@ type Loop struct {
 	orchDir string
 	log     *slog.Logger
 	repo    *git.Repo
-	tmux    *tmux.Client
-	st      *state.State
-	b       *broker.Broker
-	nc      *nats.Conn
-	msgs    chan jetstream.Msg
-	timers  chan ackCheck
-	deaths  chan death
-	exits   chan exitNote // headless processes that ended
-	starts  chan startCheck
-	screens chan string // panes whose screen changed (watchScreens)
+	// harvester commits the harvests (package harvest).
+	harvester *harvest.Harvester
+	tmux      *tmux.Client
+	st        *state.State
+	b         *broker.Broker
+	nc        *nats.Conn
+	msgs      chan jetstream.Msg
+	timers    chan ackCheck
+	deaths    chan death
+	exits     chan exitNote // headless processes that ended
+	starts    chan startCheck
+	screens   chan string // panes whose screen changed (watchScreens)
 	// screenWatch is set while the control-mode client that reports the
 	// panes' output runs.
 	screenWatch atomic.Bool
@@ -210,6 +210,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if l.repo, err = git.Open(ctx, cfg.Root); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	l.harvester = harvest.New(harvest.Config{Root: cfg.Root, Repo: l.repo, Log: l.log, Fault: l.fault})
 	if l.conf, err = config.Load(cfg.Root); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

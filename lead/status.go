@@ -116,7 +116,7 @@ func waiting(st *state.State, d *plans.Plan) string {
 	if len(deps) > 0 {
 		want := d.DependsOnState
 		if want == "" {
-			want = state.PlanDone
+			want = string(state.PlanDone)
 		}
 		return "dependencies not " + want + ": " + strings.Join(deps, ", ")
 	}

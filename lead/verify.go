@@ -11,6 +11,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
@@ -37,7 +38,7 @@ func (l *Loop) startVerification(ctx context.Context, p *state.Run, rounds int, 
 	if p.Result != "" {
 		result, err = l.repo.Show(ctx, p.Result, plans.RelResultPath(p.Name))
 	} else {
-		result, err = plans.ReadResult(l.cfg.Root, p.Name, MaxResult)
+		result, err = plans.ReadResult(l.cfg.Root, p.Name, harvest.MaxResult)
 	}
 	var claims []string
 	if err == nil {
@@ -137,13 +138,13 @@ func (l *Loop) verdicts(ctx context.Context, vp *state.Run, w *state.Worker) (*e
 		return nil, nil // an old round of a verification that has moved on
 	}
 	v := parent.Verification
-	result, err := plans.ReadResult(l.cfg.Root, vp.Name, MaxResult)
+	result, err := plans.ReadResult(l.cfg.Root, vp.Name, harvest.MaxResult)
 	var got []plans.Verdict
 	if err == nil {
 		got, err = plans.Verdicts(result, len(v.Claims))
 	}
 	if err != nil {
-		v.Outcome = state.PlanFailed
+		v.Outcome = string(state.PlanFailed)
 		parent.State, parent.Reason, parent.Updated = state.PlanFailed, fmt.Sprintf("verification round %d by %s: %v", vp.Round, vp.Worker, err), l.cfg.Now().UTC()
 		if err := l.commitMatrix(ctx, parent); err != nil {
 			return nil, err
@@ -155,7 +156,7 @@ func (l *Loop) verdicts(ctx context.Context, vp *state.Run, w *state.Worker) (*e
 	}
 	for _, g := range got {
 		if g.Verdict != plans.Confirmed {
-			v.Outcome = state.PlanRefuted
+			v.Outcome = string(state.PlanRefuted)
 			parent.State, parent.Reason, parent.Updated = state.PlanRefuted,
 				fmt.Sprintf("claim %d %s by %s in round %d: %s", g.Claim, strings.ToLower(g.Verdict), vp.Worker, vp.Round, g.Evidence), l.cfg.Now().UTC()
 			if err := l.commitMatrix(ctx, parent); err != nil {
@@ -171,18 +172,13 @@ func (l *Loop) verdicts(ctx context.Context, vp *state.Run, w *state.Worker) (*e
 		return nil, l.queueRound(ctx, parent)
 	}
 	if !v.Ledgered {
-		var entry ledger.Entry
-		err := l.withGitLock(func() error {
-			var err error
-			entry, err = l.recordLedger(ctx, parent, l.def(parent))
-			return err
-		})
+		got, err := l.harvester.Ledger(ctx, []ledger.Entry{harvest.Entry(parent, l.def(parent))})
 		if err != nil {
 			return nil, err
 		}
-		v.Ledgered, parent.Ledger = true, entry.ID
+		v.Ledgered, parent.Ledger = true, got[0].ID
 	}
-	v.Outcome = state.PlanVerified
+	v.Outcome = string(state.PlanVerified)
 	parent.State, parent.Reason, parent.Updated = state.PlanVerified, "", l.cfg.Now().UTC()
 	if err := l.commitMatrix(ctx, parent); err != nil {
 		return nil, err
@@ -241,7 +237,7 @@ func (l *Loop) verificationFailed(vp *state.Run, cb *event.Callback) *event.Call
 		plans.RoundName(parent.Name, parent.Verification.Run, vp.Round) != vp.Name {
 		return cb
 	}
-	parent.Verification.Outcome = state.PlanFailed
+	parent.Verification.Outcome = string(state.PlanFailed)
 	parent.State, parent.Reason, parent.Updated = state.PlanFailed, fmt.Sprintf("verification round %d (%s) failed: %s", vp.Round, vp.Name, vp.Reason), l.cfg.Now().UTC()
 	id := "vf-" + vp.Name
 	if cb != nil {

@@ -210,39 +210,6 @@ func (l *Loop) saveLeftovers(ctx context.Context, wt *git.Repo, id string) error
 	return err
 }
 
-// collect is the worktree half of a harvest: everything the worker left is
-// committed on the plan's branch and its RESULT.md is copied into the repo
-// (where the harvest commits it). Doing it twice changes nothing.
-func (l *Loop) collect(ctx context.Context, e event.Event) error {
-	if !l.isolated() {
-		return nil
-	}
-	dir := l.workDir(e.Worker)
-	wt := l.repo.At(dir)
-	branch, err := wt.CurrentBranch(ctx)
-	if err != nil {
-		return fmt.Errorf("collect %s: %w", e.Plan, err)
-	}
-	if branch == fleet.PlanBranch(e.Plan) {
-		skip, err := includes(ctx, l.repo)
-		if err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("%s: %s\n\nWorker: %s\n%s: %s\n", e.Plan, subjectLine(e.Status), e.Worker, TrailerEvent, e.ID)
-		if _, err := wt.CommitAll(ctx, msg, skip...); err != nil {
-			return fmt.Errorf("collect %s: %w", e.Plan, err)
-		}
-	}
-	data, err := plans.ReadResult(dir, e.Plan, MaxResult)
-	if err != nil {
-		return nil // the harvest reads the repo's copy and says what is wrong
-	}
-	if err := writeIn(l.cfg.Root, plans.RelResultPath(e.Plan), data, 0o644); err != nil {
-		return fmt.Errorf("collect %s: %w", e.Plan, err)
-	}
-	return nil
-}
-
 // writeIn writes rel (slash-separated) under dir, through os.Root: no
 // symlink (a worker may commit one) can carry the write outside dir. A
 // file that already holds data is left alone; otherwise it is replaced by

@@ -35,18 +35,18 @@ type PlanState string
 // Plan states.
 const (
 	PlanDraft      PlanState = "draft"
-	PlanQueued               = "queued"
-	PlanDispatched           = "dispatched"
-	PlanRunning              = "running"
-	PlanNeedsInput           = "needs-input"
-	PlanBlocked              = "blocked"
-	PlanDone                 = "done"
-	PlanVerifying            = "verifying"
-	PlanVerified             = "verified"
-	PlanRefuted              = "refuted"
-	PlanFailed               = "failed"
-	PlanConflict             = "conflict"
-	PlanIntegrated           = "integrated"
+	PlanQueued     PlanState = "queued"
+	PlanDispatched PlanState = "dispatched"
+	PlanRunning    PlanState = "running"
+	PlanNeedsInput PlanState = "needs-input"
+	PlanBlocked    PlanState = "blocked"
+	PlanDone       PlanState = "done"
+	PlanVerifying  PlanState = "verifying"
+	PlanVerified   PlanState = "verified"
+	PlanRefuted    PlanState = "refuted"
+	PlanFailed     PlanState = "failed"
+	PlanConflict   PlanState = "conflict"
+	PlanIntegrated PlanState = "integrated"
 )
 
 // maxRejected bounds the list of refused events kept for orch status.
