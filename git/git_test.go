@@ -76,7 +76,7 @@ func TestCommitArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := fake.New(t)
+			f := fake.New(t).In("/w")
 			f.Expect("git", []string{"add", "--", "a", "b/c"}, "", nil).
 				Expect("git", []string{"diff", "--cached", "--quiet", "--", "a", "b/c"}, "", exit(1, "")).
 				Expect("git", []string{"config", "--get-regexp", `^user\.(name|email)$`}, tt.config, tt.configEr).
@@ -95,7 +95,7 @@ func TestCommitArgs(t *testing.T) {
 }
 
 func TestCommitNothing(t *testing.T) {
-	f := fake.New(t)
+	f := fake.New(t).In("/w")
 	f.Expect("git", []string{"add", "--", "a"}, "", nil).
 		Expect("git", []string{"diff", "--cached", "--quiet", "--", "a"}, "", nil)
 	r := &Repo{Root: "/w", Runner: f}
@@ -105,7 +105,7 @@ func TestCommitNothing(t *testing.T) {
 }
 
 func TestHeadArgs(t *testing.T) {
-	f := fake.New(t)
+	f := fake.New(t).In("/w")
 	f.Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "", exit(1, ""))
 	r := &Repo{Root: "/w", Runner: f}
 	if _, err := r.Head(context.Background()); !errors.Is(err, ErrNoCommits) {
@@ -114,7 +114,7 @@ func TestHeadArgs(t *testing.T) {
 }
 
 func TestFindTrailerArgs(t *testing.T) {
-	f := fake.New(t)
+	f := fake.New(t).In("/w")
 	// The newest grep hit only mentions the text; the older one has the trailer.
 	out := "new\x00e10\n\x1e\nold\x00e1\n\x1e\n"
 	f.Expect("git", []string{"log", "--ignore-missing", "-F", "--grep=Orch-Event: e1",
@@ -133,7 +133,7 @@ func TestFindTrailerArgs(t *testing.T) {
 }
 
 func TestLogArgs(t *testing.T) {
-	f := fake.New(t)
+	f := fake.New(t).In("/w")
 	f.Expect("git", []string{"log", "--ignore-missing", "--format=%H%x00%ct%x00%s%x1e", "-n", "2", "HEAD", "--", "LEDGER.jsonl"},
 		"s2\x001700000100\x00second\x1e\ns1\x001700000000\x00first: a subject\x1e\n", nil)
 	r := &Repo{Root: "/w", Runner: f}
@@ -168,7 +168,7 @@ func TestIsIgnoredArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := fake.New(t)
+			f := fake.New(t).In("/w")
 			f.Expect("git", []string{"check-ignore", "-q", "--", ".orch/x"}, "", tt.err)
 			r := &Repo{Root: "/w", Runner: f}
 			got, err := r.IsIgnored(context.Background(), ".orch/x")

@@ -1,5 +1,6 @@
 // Package fake is a strict stand-in for runner.Runner in unit tests: every
-// call must have been expected, in order, and every expectation must be used.
+// call must have been expected, in order, with its program, arguments,
+// working directory and standard input, and every expectation must be used.
 package fake
 
 import (
@@ -13,10 +14,12 @@ import (
 )
 
 type call struct {
-	name string
-	args []string
-	out  string
-	err  error
+	name  string
+	args  []string
+	dir   string
+	stdin string
+	out   string
+	err   error
 }
 
 // Runner records expectations and fails the test on any deviation.
@@ -25,6 +28,7 @@ type Runner struct {
 	mu    sync.Mutex
 	calls []call
 	next  int
+	dir   string // the directory expected of the calls added next
 }
 
 // New returns a fake that checks, when the test ends, that every expected
@@ -35,12 +39,28 @@ func New(t testing.TB) *Runner {
 	return f
 }
 
-// Expect adds one expected invocation of name with exactly args, answering
-// with out and err.
-func (f *Runner) Expect(name string, args []string, out string, err error) *Runner {
+// In sets the working directory the calls expected from now on must run
+// in ("" at first: the caller's own).
+func (f *Runner) In(dir string) *Runner {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, call{name: name, args: args, out: out, err: err})
+	f.dir = dir
+	return f
+}
+
+// Expect adds one expected invocation of name with exactly args, in the
+// directory set by In and with no standard input, answering with out and
+// err.
+func (f *Runner) Expect(name string, args []string, out string, err error) *Runner {
+	return f.ExpectStdin(name, args, "", out, err)
+}
+
+// ExpectStdin is Expect for a call that must be given stdin as its
+// standard input.
+func (f *Runner) ExpectStdin(name string, args []string, stdin, out string, err error) *Runner {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{name: name, args: args, dir: f.dir, stdin: stdin, out: out, err: err})
 	return f
 }
 
@@ -59,6 +79,14 @@ func (f *Runner) Run(_ context.Context, c runner.Cmd) ([]byte, error) {
 	if c.Name != want.name || strings.Join(c.Args, "\x00") != strings.Join(want.args, "\x00") {
 		f.t.Errorf("call %d:\n got  %s\n want %s", f.next, got, wantS)
 		return nil, fmt.Errorf("fake: wrong call %s", got)
+	}
+	if c.Dir != want.dir {
+		f.t.Errorf("call %d (%s): run in %q, want %q", f.next, got, c.Dir, want.dir)
+		return nil, fmt.Errorf("fake: %s in the wrong directory %q", got, c.Dir)
+	}
+	if string(c.Stdin) != want.stdin {
+		f.t.Errorf("call %d (%s): stdin %q, want %q", f.next, got, c.Stdin, want.stdin)
+		return nil, fmt.Errorf("fake: %s with the wrong stdin", got)
 	}
 	return []byte(want.out), want.err
 }
