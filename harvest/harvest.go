@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
@@ -63,7 +64,11 @@ type Config struct {
 
 // Harvester commits harvests. Its methods take the repo's git lock, which
 // serialises orch's own commits across processes.
-type Harvester struct{ cfg Config }
+type Harvester struct {
+	cfg   Config
+	mu    sync.Mutex
+	trees map[string]*git.Repo // worktrees by folder, each asked for its identity once
+}
 
 // New returns a Harvester for cfg.
 func New(cfg Config) *Harvester {
@@ -73,7 +78,19 @@ func New(cfg Config) *Harvester {
 	if cfg.Fault == nil {
 		cfg.Fault = func(string) {}
 	}
-	return &Harvester{cfg: cfg}
+	return &Harvester{cfg: cfg, trees: map[string]*git.Repo{}}
+}
+
+// tree is the repo at a worker's worktree.
+func (h *Harvester) tree(dir string) *git.Repo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	wt := h.trees[dir]
+	if wt == nil {
+		wt = h.cfg.Repo.At(dir)
+		h.trees[dir] = wt
+	}
+	return wt
 }
 
 // Item is one done event of a batch.
@@ -100,7 +117,7 @@ type Collected struct {
 func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collected, error) {
 	e := it.Event
 	if it.Dir != "" && it.Dir != h.cfg.Root { // worktree isolation
-		wt := h.cfg.Repo.At(it.Dir)
+		wt := h.tree(it.Dir)
 		branch, err := wt.CurrentBranch(ctx)
 		if err != nil {
 			return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
