@@ -168,7 +168,8 @@ func (l *Loop) refuse(e event.Event, reason string) string {
 // queue handles orch dispatch: the plan waits for its dependencies and an
 // idle worker.
 func (l *Loop) queue(e event.Event) string {
-	if _, err := plans.Load(l.cfg.Root, e.Plan); err != nil {
+	def, err := plans.Load(l.cfg.Root, e.Plan)
+	if err != nil {
 		return l.refuse(e, err.Error())
 	}
 	now := l.cfg.Now().UTC()
@@ -189,6 +190,10 @@ func (l *Loop) queue(e event.Event) string {
 	// verification history.
 	*p = state.Run{Name: e.Plan, State: state.PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
 		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns}
+	if l.defs == nil {
+		l.defs = map[string]*plans.Plan{}
+	}
+	l.defs[e.Plan] = def // read once for this attempt (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return "queued"
 }

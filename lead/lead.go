@@ -42,6 +42,7 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
 
@@ -95,16 +96,18 @@ type Loop struct {
 	repo    *git.Repo
 	// harvester commits the harvests (package harvest).
 	harvester *harvest.Harvester
-	tmux      *tmux.Client
-	st        *state.State
-	b         *broker.Broker
-	nc        *nats.Conn
-	msgs      chan jetstream.Msg
-	timers    chan ackCheck
-	deaths    chan death
-	exits     chan exitNote // headless processes that ended
-	starts    chan startCheck
-	screens   chan string // panes whose screen changed (watchScreens)
+	// defs are the queued plans' definitions, parsed once per attempt.
+	defs    map[string]*plans.Plan
+	tmux    *tmux.Client
+	st      *state.State
+	b       *broker.Broker
+	nc      *nats.Conn
+	msgs    chan jetstream.Msg
+	timers  chan ackCheck
+	deaths  chan death
+	exits   chan exitNote // headless processes that ended
+	starts  chan startCheck
+	screens chan string // panes whose screen changed (watchScreens)
 	// screenWatch is set while the control-mode client that reports the
 	// panes' output runs.
 	screenWatch atomic.Bool

@@ -78,7 +78,7 @@ func (l *Loop) nextReady(idle []*state.Worker, held map[string]bool) (*state.Run
 		if p.State != state.PlanQueued || held[p.Name] || p.Preparing != 0 {
 			continue
 		}
-		def, err := plans.Load(l.cfg.Root, p.Name)
+		def, err := l.planDef(p.Name)
 		if err != nil {
 			l.log.Warn("queued plan unreadable", "plan", p.Name, "err", err)
 			continue
@@ -128,6 +128,24 @@ func (l *Loop) eligible(p *state.Run, w *state.Worker) bool {
 	return true
 }
 
+// planDef is the definition of a queued plan: PLAN.md as it was when this
+// attempt was queued, parsed once (and once more after a restart), not at
+// every scheduling pass.
+func (l *Loop) planDef(name string) (*plans.Plan, error) {
+	if d := l.defs[name]; d != nil {
+		return d, nil
+	}
+	d, err := plans.Load(l.cfg.Root, name)
+	if err != nil {
+		return nil, err
+	}
+	if l.defs == nil {
+		l.defs = map[string]*plans.Plan{}
+	}
+	l.defs[name] = d
+	return d, nil
+}
+
 func (l *Loop) planState(name string) string {
 	if p := l.st.Plans[name]; p != nil {
 		return string(p.State)
@@ -151,7 +169,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) ou
 		l.save()
 		return stop
 	}
-	def, err := plans.Load(l.cfg.Root, p.Name)
+	def, err := l.planDef(p.Name)
 	if err != nil {
 		p.State, p.Reason = state.PlanFailed, "cannot dispatch: "+err.Error()
 		id := fmt.Sprintf("load-%s-%d-%d", p.Name, p.Attempts, l.cfg.Now().UnixNano())
@@ -163,6 +181,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) ou
 		return stop
 	}
 	p.Def = &state.Def{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
+	delete(l.defs, p.Name) // this attempt holds it now; the next one reads PLAN.md again
 	if l.isolated() && p.Preparing == 0 {
 		// Git is never killed half-way (a stopping loop waits for it): a
 		// killed git leaves index.lock behind.
