@@ -58,31 +58,38 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 		l.harvestDone(ctx, []inbound{in}) // the one harvest path
 		return
 	}
-	cb, err := l.apply(ctx, e)
+	cb, dup, before, err := l.apply(ctx, e)
 	if err != nil {
 		l.notYet(in, err)
 		return
 	}
+	// The callback goes out first, then one save records the effect and
+	// that the callback is out, then the ack. A crash between the callback
+	// and the save means a redelivery: the effect is found done (trailers,
+	// the ledger's event ids) and the same callback is sent again under the
+	// same message id, which the broker drops as a copy.
+	published := cb == nil
 	if cb != nil {
 		if err := l.publishCallback(cb); err != nil {
 			l.log.Error("callback not published; the event will be redelivered", "plan", e.Plan, "err", err)
+		} else if h := l.st.Handled[e.ID]; h != nil {
+			h.Published, published = true, true
+		}
+	}
+	_, hadErr := l.st.Errors[e.ID]
+	delete(l.st.Errors, e.ID)
+	if !dup || cb != nil || hadErr {
+		if err := l.save(); err != nil {
+			l.pending = nil
+			l.st = before.Restore(l.st) // not recorded: the redelivery must find it undone
+			l.log.Error("save state; the event will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
 			m.NakWithDelay(retryBackoff(m))
 			return
 		}
-		if h := l.st.Handled[e.ID]; h != nil {
-			h.Published = true
-			// Recorded before the ack: a redelivery, even past the broker's
-			// duplicate window, then publishes no callback twice.
-			if err := l.save(); err != nil {
-				l.log.Error("save state", "err", err)
-			}
-		}
 	}
-	if _, had := l.st.Errors[e.ID]; had {
-		delete(l.st.Errors, e.ID)
-		if err := l.save(); err != nil {
-			l.log.Error("save state", "err", err)
-		}
+	if !published {
+		m.NakWithDelay(retryBackoff(m))
+		return
 	}
 	if err := m.DoubleAck(ctx); err != nil {
 		// The effect is committed and recorded; a redelivery will be a no-op.
@@ -90,25 +97,24 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	}
 }
 
-// apply gives an event its effect exactly once and returns the callback for
-// the lead, if the event warrants one. An error means nothing was recorded
-// as handled: the event is to be redelivered.
-func (l *Loop) apply(ctx context.Context, e event.Event) (*event.Callback, error) {
+// apply gives an event its effect exactly once, records it as handled (in
+// memory: the caller saves) and returns the callback for the lead, if the
+// event warrants one, and the state as it was before, for the caller to
+// restore if the save fails. dup says the event had its effect before. An
+// error means nothing was recorded as handled: the event is to be
+// redelivered.
+func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, dup bool, before state.Snapshot, err error) {
 	if h, ok := l.st.Handled[e.ID]; ok {
 		l.log.Info("duplicate event, no effect", "kind", e.Kind, "plan", e.Plan, "event", e.ID)
 		if h.Published {
-			return nil, nil
+			return nil, true, before, nil
 		}
-		return h.Callback, nil
+		return h.Callback, true, l.st.Snapshot(), nil
 	}
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
-	before := l.st.Snapshot()
-	var (
-		cb   *event.Callback
-		note string
-		err  error
-	)
+	before = l.st.Snapshot()
+	var note string
 	switch e.Kind {
 	case event.Dispatch:
 		note = l.queue(e)
@@ -144,18 +150,13 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (*event.Callback, error
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
 		l.st = before.Restore(l.st)
-		return nil, err
+		return nil, false, before, err
 	}
 	if strings.HasPrefix(note, "ignored") {
 		l.log.Info(note, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
 	}
 	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
-	if err := l.save(); err != nil {
-		l.pending = nil
-		l.st = before.Restore(l.st) // not recorded: the redelivery must find it undone
-		return nil, err
-	}
-	return cb, nil
+	return cb, false, before, nil
 }
 
 // refuse records an event that is well-formed but not acceptable now.

@@ -177,7 +177,7 @@ func TestHandleDoneForged(t *testing.T) {
 func TestHandleBlocked(t *testing.T) {
 	l, _ := testLoop(t)
 	e := workerEvent(event.Blocked, "p", "w1", "needs a key")
-	cb, err := l.apply(context.Background(), e)
+	cb, _, _, err := l.apply(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestHandleBlocked(t *testing.T) {
 	}
 	again := workerEvent(event.Blocked, "p", "w1", "again")
 	l.st.Worker("w1").Plan = "p"
-	if cb, err := l.apply(context.Background(), again); err != nil || cb != nil || l.st.Plans["p"].Reason != "needs a key" {
+	if cb, _, _, err := l.apply(context.Background(), again); err != nil || cb != nil || l.st.Plans["p"].Reason != "needs a key" {
 		t.Errorf("second blocked: %+v, %v, plan %+v", cb, err, l.st.Plans["p"])
 	}
 }
@@ -219,7 +219,7 @@ func TestHandleGated(t *testing.T) {
 			if tt.want == state.PlanDone {
 				expectCommit(f, "ledger #1: p (ok)\n\nOrch-Ledger-Event: d1\n", "l1", ledger.File)
 			}
-			cb, err := l.apply(context.Background(), e)
+			cb, _, _, err := l.apply(context.Background(), e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +241,7 @@ func TestHandleVerify(t *testing.T) {
 	e := event.New(event.Verify, "p", "1", "", "h")
 	f.Expect("git", []string{"show", "r1:plans/p/RESULT.md"}, "# Result\n\n## Claims\n1. it builds\n2. tests pass\n", nil)
 	expectCommit(f, "verify p: round 1 of 1\n", "v1", "plans/p.v1r1/PLAN.md")
-	cb, err := l.apply(context.Background(), e)
+	cb, _, _, err := l.apply(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,8 +137,8 @@ type harvested struct {
 }
 
 // harvestDone harvests a batch of done events (new ones, each on its own
-// subject, each about another plan), records them with one state save,
-// publishes their callbacks and acknowledges them. When a batch of several
+// subject, each about another plan), publishes their callbacks, records
+// them with one state save and acknowledges them. When a batch of several
 // cannot be committed, the record is restored and each is harvested alone:
 // one bad item must not hold up the others. When one alone cannot, it is
 // redelivered later, finding what was already committed.
@@ -162,30 +162,19 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 	}
 	now := l.cfg.Now().UTC()
 	for _, h := range hs {
-		if h.note != "" && strings.HasPrefix(h.note, "ignored") {
+		if strings.HasPrefix(h.note, "ignored") {
 			l.log.Info(h.note, "kind", h.in.e.Kind, "plan", h.in.e.Plan, "worker", h.in.e.Worker, "event", h.in.e.ID)
 		}
 		l.st.Handled[h.in.e.ID] = &state.Handled{Kind: string(event.Done), Plan: h.in.e.Plan, Time: now, Callback: h.cb, Note: h.note}
-	}
-	// Recorded first, then the callbacks, then recorded as published, then
-	// the acks: a failed save rolls back nothing the lead has already seen,
-	// and a redelivery, even past the broker's duplicate window, publishes
-	// no callback twice.
-	if err := l.save(); err != nil {
-		l.pending = nil
-		l.st = before.Restore(l.st)
-		l.log.Error("save state after a harvest; its events will be redelivered", "events", len(group), "err", err)
-		for _, in := range group {
-			in.m.NakWithDelay(retryBackoff(in.m))
-		}
-		return
-	}
-	published := make([]bool, len(hs))
-	changed := false
-	for i, h := range hs {
-		_, hadErr := l.st.Errors[h.in.e.ID]
 		delete(l.st.Errors, h.in.e.ID)
-		changed = changed || hadErr
+	}
+	// The callbacks go out first, then one save records the harvests and
+	// that their callbacks are out, then the acks. A crash between the
+	// callbacks and the save means redelivery: each harvest is found done
+	// (trailers, the ledger's event ids) and its callback is sent again
+	// under the same message id, which the broker drops as a copy.
+	published := make([]bool, len(hs))
+	for i, h := range hs {
 		if h.cb == nil {
 			published[i] = true
 			continue
@@ -194,15 +183,19 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 			l.log.Error("callback not published; the event will be redelivered", "plan", h.in.e.Plan, "err", err)
 			continue
 		}
-		l.st.Handled[h.in.e.ID].Published, published[i], changed = true, true, true
+		l.st.Handled[h.in.e.ID].Published, published[i] = true, true
 	}
 	if len(hs) > 1 {
 		l.fault("batch-before-published-save")
 	}
-	if changed {
-		if err := l.save(); err != nil {
-			l.log.Error("save state", "err", err)
+	if err := l.save(); err != nil {
+		l.pending = nil
+		l.st = before.Restore(l.st)
+		l.log.Error("save state after a harvest; its events will be redelivered", "events", len(group), "err", err)
+		for _, in := range group {
+			in.m.NakWithDelay(retryBackoff(in.m))
 		}
+		return
 	}
 	for i, h := range hs {
 		if !published[i] {
