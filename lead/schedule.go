@@ -22,7 +22,7 @@ func (l *Loop) schedule(ctx context.Context) {
 	if l.tmux == nil && !l.cfg.Headless {
 		return
 	}
-	if wait := time.Until(l.setupHoldUntil); wait > 0 && l.isolated() && l.conf.Setup != "" {
+	if wait := l.setupHoldUntil.Sub(l.cfg.Now()); wait > 0 && l.isolated() && l.conf.Setup != "" {
 		// A setup just failed: new ones wait out the back-off; one timer
 		// wakes the scheduler then (a one-shot deadline, not a poll).
 		if !l.holdArmed {
@@ -44,7 +44,7 @@ func (l *Loop) schedule(ctx context.Context) {
 		// --stagger: at most one dispatch per interval, so that results
 		// (and reviews) do not all arrive in one burst. One timer wakes
 		// the scheduler when the next dispatch may go.
-		if wait := time.Until(l.nextDispatch); l.cfg.Stagger > 0 && wait > 0 {
+		if wait := l.nextDispatch.Sub(l.cfg.Now()); l.cfg.Stagger > 0 && wait > 0 {
 			if !l.staggerArmed {
 				l.staggerArmed = true
 				time.AfterFunc(wait, func() { send(l, l.wake, struct{}{}) })
@@ -61,7 +61,7 @@ func (l *Loop) schedule(ctx context.Context) {
 		// refused), or this plan held: go on. Each turn uses up one idle
 		// worker or one plan, so the pass ends.
 		if l.cfg.Stagger > 0 && (p.State == state.PlanDispatched || p.Preparing != 0) {
-			l.nextDispatch = time.Now().Add(l.cfg.Stagger)
+			l.nextDispatch = l.cfg.Now().Add(l.cfg.Stagger)
 		}
 	}
 }
