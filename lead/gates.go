@@ -215,7 +215,7 @@ func (l *Loop) gateTree(j gateJob) (string, func(), error) {
 		return "", nil, err
 	}
 	done := func() { l.repo.RemoveWorktree(ctx, dir) }
-	if err := copyIncludes(ctx, l.repo, dir); err != nil {
+	if err := fleet.CopyIncludes(ctx, l.repo, dir); err != nil {
 		done()
 		return "", nil, err
 	}

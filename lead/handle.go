@@ -15,6 +15,7 @@ import (
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -272,7 +273,7 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*event.Callback, string
 		return nil, fmt.Sprintf("ignored: plan is already %s", p.State), nil
 	}
 	now := l.cfg.Now().UTC()
-	if err := l.collect(ctx, e); errors.Is(err, ErrInclude) {
+	if err := l.collect(ctx, e); errors.Is(err, fleet.ErrInclude) {
 		// Redelivery would not help: the file must be fixed.
 		reason := fmt.Sprintf("reported done (%s) but its work was not committed: %v", e.Status, err)
 		p.State, p.Status, p.Reason, p.Updated = state.PlanFailed, e.Status, reason, now

@@ -440,7 +440,7 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 	if len(gates) > 0 {
 		// The gates see what the worker's worktree had: the included files
 		// and the setup command's work.
-		if err := copyIncludes(ctx, in.repo, dir); err != nil {
+		if err := fleet.CopyIncludes(ctx, in.repo, dir); err != nil {
 			s.Outcome, s.Reason = IntegrateFail, err.Error()
 			return "", s
 		}

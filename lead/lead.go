@@ -37,6 +37,7 @@ import (
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
@@ -220,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 	default:
 		return fmt.Errorf("serve: %w: isolation %q: want %s or %s", config.ErrInvalid, cfg.Isolation, config.Worktree, config.Shared)
 	}
-	if _, err := includes(ctx, l.repo); err != nil {
+	if _, err := fleet.Includes(ctx, l.repo); err != nil {
 		return fmt.Errorf("serve: %w (fix it and commit)", err)
 	}
 	if l.st, err = state.Load(l.orchDir); err != nil {
