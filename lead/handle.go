@@ -16,6 +16,7 @@ import (
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -304,14 +305,14 @@ func (l *Loop) done(ctx context.Context, e event.Event) (*event.Callback, string
 	p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
 	l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "status", e.Status)
 	if b := def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
-		p.AtHarvest, p.AtHarvestErr = measure(l.workDir(p.Worker), b.MetricCmd)
+		p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd)
 	}
 	if len(def.Acceptance) > 0 {
 		// The worker stays busy while its gates run in its checkout: in a
 		// shared tree its next plan would change what the gates test.
 		p.State, p.Reason, p.Gates = state.PlanVerifying, "acceptance gates running", true
 		j := l.gateJob(ctx, p, def.Acceptance)
-		l.after(func() { l.startGates(j) })
+		l.after(func() { l.gates.Start(j) })
 		return nil, "harvested " + short(sha) + "; gates running", nil
 	}
 	cb, err := l.finish(ctx, p, def, w)
@@ -328,7 +329,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, strin
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
 		return nil, "ignored: no gates running for this attempt of " + e.Plan, nil
 	}
-	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
+	rel := plans.Dir + "/" + e.Plan + "/" + gates.GatesFile
 	err := l.withGitLock(func() error {
 		if sha, err := l.committed(ctx, e.ID); err != nil || sha != "" {
 			return err
@@ -545,7 +546,7 @@ func (l *Loop) regate(e event.Event) string {
 		return "ignored: the gates' result is in"
 	}
 	j := l.gateJob(context.Background(), p, p.Def.Acceptance)
-	l.after(func() { l.startGates(j) })
+	l.after(func() { l.gates.Start(j) })
 	return "gates run again"
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchctl"
@@ -86,7 +87,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 		}
 	}
 	if o.GateTimeout <= 0 {
-		o.GateTimeout = DefaultGateTimeout
+		o.GateTimeout = gates.DefaultGateTimeout
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -360,7 +361,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 			return s, tip
 		}
 		s.Outcome, s.Commit = WouldIntegrate, next
-		if n := len(in.gates(s.Plan)); n > 0 {
+		if n := len(in.acceptance(s.Plan)); n > 0 {
 			s.Reason = fmt.Sprintf("its %d acceptance gates would run on the merged code", n)
 		}
 		return s, next
@@ -436,8 +437,8 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 		s.Outcome, s.Reason = IntegrateFail, err.Error()
 		return "", s
 	}
-	gates := in.gates(s.Plan)
-	if len(gates) > 0 {
+	cmds := in.acceptance(s.Plan)
+	if len(cmds) > 0 {
 		// The gates see what the worker's worktree had: the included files
 		// and the setup command's work.
 		if err := fleet.CopyIncludes(ctx, in.repo, dir); err != nil {
@@ -448,13 +449,13 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 		if p := in.st.Plans[s.Plan]; p != nil {
 			worker = p.Worker
 		}
-		if err := runSetup(in.conf, dir, s.Plan, worker, nil); err != nil {
+		if err := gates.Setup(in.conf, dir, s.Plan, worker, nil); err != nil {
 			s.Outcome, s.Reason = IntegrateFail, err.Error()
 			return "", s
 		}
 	}
-	for _, c := range gates {
-		r := runCmd(dir, c, in.o.GateTimeout)
+	for _, c := range cmds {
+		r := gates.Run(dir, c, in.o.GateTimeout)
 		if r.Failed() {
 			s.Outcome, s.Reason, s.Gates = IntegrateFail, "acceptance gate fails on the combined code: "+r.Summary(), true
 			return "", s
@@ -463,9 +464,9 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 	return next, IntegrateStep{}
 }
 
-// gates are the plan's acceptance commands, as the lead loop enforced
-// them (PLAN.md's for older records).
-func (in *integration) gates(name string) []string {
+// acceptance returns the plan's acceptance commands, as the lead loop
+// enforced them (PLAN.md's for older records).
+func (in *integration) acceptance(name string) []string {
 	if p := in.st.Plans[name]; p != nil && p.Def != nil {
 		return p.Def.Acceptance
 	}

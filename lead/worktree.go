@@ -12,6 +12,7 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
@@ -138,43 +139,6 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	return nil
 }
 
-// runSetup runs orch.yaml's setup command in a worktree, with ORCH_PLAN and
-// ORCH_WORKER set: it knows which plan (and worker) it prepares for.
-// track, when set, records its process group like a gate's (killed when
-// the lead loop stops).
-func runSetup(conf *config.Config, dir, plan, worker string, track func(pgid int, running bool) error) error {
-	if conf.Setup == "" {
-		return nil
-	}
-	setup := "ORCH_PLAN=" + fleet.ShellQuote(plan) + " ORCH_WORKER=" + fleet.ShellQuote(worker) + "; export ORCH_PLAN ORCH_WORKER; " + conf.Setup
-	r := runCmdGroup(dir, setup, time.Duration(conf.SetupTimeout), track)
-	if !r.Failed() {
-		return nil
-	}
-	how := fmt.Sprintf("exit %d", r.Exit)
-	switch {
-	case r.TimedOut:
-		how = "timed out after " + time.Duration(conf.SetupTimeout).String()
-	case r.Err != "":
-		how = r.Err
-	}
-	// The captured output keeps line ends as \n escapes.
-	out := strings.TrimSpace(strings.ReplaceAll(r.Stderr, `\n`, "\n"))
-	if out == "" {
-		out = strings.TrimSpace(strings.ReplaceAll(r.Stdout, `\n`, "\n"))
-	}
-	if i := strings.LastIndexByte(out, '\n'); i >= 0 {
-		out = out[i+1:] // the last line says most
-	}
-	if out != "" {
-		how += ": " + out
-	}
-	return fmt.Errorf("%w: %q: %s", ErrSetup, conf.Setup, how)
-}
-
-// ErrSetup is a failed setup command (orch.yaml's setup).
-var ErrSetup = errors.New("setup command failed")
-
 // ErrBranchHeld is a plan branch checked out outside orch's worktrees.
 var ErrBranchHeld = errors.New("plan branch in use")
 
@@ -267,13 +231,13 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 	stamp := now.UnixNano()
 	next := holdPlan
 	switch {
-	case errors.Is(err, ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
+	case errors.Is(err, gates.ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
 		p.Attempts++
 		p.State, p.Reason, p.Worker, p.Updated = state.PlanFailed, reason, w.ID, now
 		cb := event.NewCallback(event.CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, "")
 		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, cb))
 		l.log.Warn("plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
-		if errors.Is(err, ErrSetup) || errors.Is(err, fleet.ErrInclude) {
+		if errors.Is(err, gates.ErrSetup) || errors.Is(err, fleet.ErrInclude) {
 			// Likely the same for the next plan (a network down, a file to
 			// fix): one plan per event fails, not the whole queue at once.
 			next = stop

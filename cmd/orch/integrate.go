@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/plans"
 )
@@ -35,7 +36,7 @@ func newIntegrateCmd(s streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "print the order and what would happen (predicted conflicts included); change nothing")
-	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run on the combined code")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", gates.DefaultGateTimeout, "how long each acceptance command may run on the combined code")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the steps as JSON")
 	return cmd
 }
