@@ -14,6 +14,7 @@ import (
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
@@ -271,7 +272,7 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		return nil, "ignored: unknown plan"
 	}
 	switch {
-	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrationFailed(p):
+	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrate.FailedOnIntegration(p):
 	default:
 		return nil, "ignored: plan is " + string(p.State)
 	}
@@ -302,7 +303,7 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
 		return event.NewCallback(event.CallbackConflict, e.ID, p.Name, p.Worker, status, ""), "conflict"
 	case kind == "failed:":
-		p.State, p.Reason, p.Updated = state.PlanFailed, integrationReason+status, now
+		p.State, p.Reason, p.Updated = state.PlanFailed, integrate.Reason+status, now
 		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))

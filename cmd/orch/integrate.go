@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orch-dev/orch/gates"
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -50,13 +50,13 @@ func integrateRun(ctx context.Context, o *integrateOptions, s streams) error {
 	if o.JSON {
 		progress = nil
 	}
-	steps, err := lead.Integrate(ctx, root, lead.IntegrateOptions{Plans: o.Plans, DryRun: o.DryRun, GateTimeout: o.GateTimeout, Progress: progress})
+	steps, err := integrate.Run(ctx, root, integrate.Options{Plans: o.Plans, DryRun: o.DryRun, GateTimeout: o.GateTimeout, Progress: progress})
 	if err != nil {
 		return err
 	}
 	if o.JSON {
 		if steps == nil {
-			steps = []lead.IntegrateStep{}
+			steps = []integrate.Step{}
 		}
 		if err := writeJSON(s.Out, steps); err != nil {
 			return err
@@ -66,7 +66,7 @@ func integrateRun(ctx context.Context, o *integrateOptions, s streams) error {
 	}
 	var bad []string
 	for _, st := range steps {
-		if st.Outcome != lead.Integrated && st.Outcome != lead.WouldIntegrate && st.Outcome != lead.WouldConflict {
+		if st.Outcome != integrate.Integrated && st.Outcome != integrate.WouldIntegrate && st.Outcome != integrate.WouldConflict {
 			bad = append(bad, st.Plan+" ("+st.Outcome+")")
 		}
 		if st.Spooled {
