@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
@@ -125,12 +126,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	// Each worker edited its own worktree, on branch orch/<plan>: bring the
 	// approved plans into main, in dependency order, gates run again.
 	fmt.Fprintf(o.Out, "\norch integrate: approved plans into main, in dependency order\n")
-	steps, err := lead.Integrate(ctx, o.Dir, lead.IntegrateOptions{Progress: prefixed{o.Out, ">>> "}})
+	steps, err := integrate.Run(ctx, o.Dir, integrate.Options{Progress: prefixed{o.Out, ">>> "}})
 	if err != nil {
 		return err
 	}
 	for _, s := range steps {
-		if s.Outcome == lead.Skipped {
+		if s.Outcome == integrate.Skipped {
 			continue // nothing recorded, no callback
 		}
 		if _, err := lead.Wait(ctx, o.Dir, 30*time.Second); err != nil {

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -128,7 +127,7 @@ func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collec
 			}
 		}
 		if data, err := plans.ReadResult(it.Dir, e.Plan, MaxResult); err == nil {
-			if err := WriteIn(h.cfg.Root, plans.RelResultPath(e.Plan), data, 0o644); err != nil {
+			if err := fleet.WriteIn(h.cfg.Root, plans.RelResultPath(e.Plan), data, 0o644); err != nil {
 				return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 			}
 			return Collected{Result: data}, nil
@@ -338,28 +337,4 @@ func (h *Harvester) locked(fn func() error) error {
 	}
 	defer lk.Unlock()
 	return fn()
-}
-
-// WriteIn writes rel (slash-separated) under dir, through os.Root: no
-// symlink (a worker may commit one) can carry the write outside dir. A
-// file that already holds data is left alone; otherwise it is replaced by
-// rename, so a reader never sees half of it.
-func WriteIn(dir, rel string, data []byte, perm os.FileMode) error {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	rel = filepath.FromSlash(rel)
-	if old, err := r.ReadFile(rel); err == nil && string(old) == string(data) {
-		return nil
-	}
-	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return err
-	}
-	tmp := rel + ".orch-tmp"
-	if err := r.WriteFile(tmp, data, perm); err != nil {
-		return err
-	}
-	return r.Rename(tmp, rel)
 }

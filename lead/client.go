@@ -15,6 +15,7 @@ import (
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchctl"
@@ -367,7 +368,7 @@ func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult
 			out = append(out, r)
 			continue
 		}
-		v, why := measure(root, cmdline)
+		v, why := gates.Measure(root, cmdline)
 		err := WithGitLock(root, func() error {
 			var msg string
 			if v == nil {

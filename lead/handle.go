@@ -14,6 +14,7 @@ import (
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
@@ -261,7 +262,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, strin
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
 		return nil, "ignored: no gates running for this attempt of " + e.Plan, nil
 	}
-	rel := plans.Dir + "/" + e.Plan + "/" + GatesFile
+	rel := plans.Dir + "/" + e.Plan + "/" + gates.GatesFile
 	err := l.withGitLock(func() error {
 		if sha, err := l.harvester.Committed(ctx, e.ID); err != nil || sha != "" {
 			return err
@@ -375,6 +376,6 @@ func (l *Loop) regate(e event.Event) string {
 		return "ignored: the gates' result is in"
 	}
 	j := l.gateJob(context.Background(), p, p.Def.Acceptance)
-	l.after(func() { l.startGates(j) })
+	l.after(func() { l.gates.Start(j) })
 	return "gates run again"
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/orchdir"
@@ -211,11 +212,11 @@ func TestHandleGated(t *testing.T) {
 			p := l.st.Plans["p"]
 			p.State, p.Gates, p.Status, p.Result, p.DoneEvent = state.PlanVerifying, true, "ok", "r1", "d1"
 			p.Def = &state.Def{Acceptance: []string{"go test ./..."}}
-			writeFile(t, l.cfg.Root, "plans/p/"+GatesFile, "# Gates\n")
+			writeFile(t, l.cfg.Root, "plans/p/"+gates.GatesFile, "# Gates\n")
 			e := event.New(event.Gated, "p", tt.status, "", "h")
 			e.Attempt = 1
 			expectTrailers(f, "")
-			expectCommit(f, "gates p: "+tt.status+"\n\nOrch-Event: "+e.ID+"\n", "g1", "plans/p/"+GatesFile)
+			expectCommit(f, "gates p: "+tt.status+"\n\nOrch-Event: "+e.ID+"\n", "g1", "plans/p/"+gates.GatesFile)
 			if tt.want == state.PlanDone {
 				expectCommit(f, "ledger #1: p (ok)\n\nOrch-Ledger-Event: d1\n", "l1", ledger.File)
 			}

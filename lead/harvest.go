@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -261,10 +263,10 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		}
 		h.p, h.w, h.def = p, w, l.def(p)
 		if l.isolated() && !skipRead {
-			skip, skipErr = includes(ctx, l.repo)
+			skip, skipErr = fleet.Includes(ctx, l.repo)
 			skipRead = true
 		}
-		if errors.Is(skipErr, ErrInclude) {
+		if errors.Is(skipErr, fleet.ErrInclude) {
 			// Redelivery would not help: the file must be fixed.
 			l.fail(h, fmt.Sprintf("reported done (%s) but its work was not committed: %v", e.Status, skipErr), now)
 			continue
@@ -300,14 +302,14 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
 		h.note = "harvested " + short(sha)
 		if b := h.def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
-			p.AtHarvest, p.AtHarvestErr = measure(l.workDir(p.Worker), b.MetricCmd)
+			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd)
 		}
 		if len(h.def.Acceptance) > 0 {
 			// The worker stays busy while its gates run in its checkout: in a
 			// shared tree its next plan would change what the gates test.
 			p.State, p.Reason, p.Gates = state.PlanVerifying, "acceptance gates running", true
 			j := l.gateJob(ctx, p, h.def.Acceptance)
-			l.after(func() { l.startGates(j) })
+			l.after(func() { l.gates.Start(j) })
 			h.note += "; gates running"
 			continue
 		}

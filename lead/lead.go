@@ -24,9 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -37,6 +35,8 @@ import (
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/flock"
@@ -63,7 +63,7 @@ type Config struct {
 	AckTimeout time.Duration
 	Fault      string        // fault-injection point (ORCH_FAULT), tests only
 	DupeWindow time.Duration // the stream's duplicate window; 0: broker.DupeWindow
-	// GateTimeout bounds each acceptance command; 0 means DefaultGateTimeout.
+	// GateTimeout bounds each acceptance command; 0 means gates.DefaultGateTimeout.
 	GateTimeout time.Duration
 	// Stagger spreads dispatches: at most one per Stagger (0: no limit).
 	Stagger time.Duration
@@ -133,13 +133,9 @@ type Loop struct {
 	setupHoldUntil time.Time
 	setupBackoff   time.Duration
 	holdArmed      bool
-	// groups are the process groups of gates running now (trackGroup);
-	// gateRuns the plan attempts whose gates run; stopping is set when the
-	// loop kills them on its way out.
-	groupsMu sync.Mutex
-	groups   map[int]bool
-	gateRuns map[string]bool
-	stopping atomic.Bool
+	// gates runs the acceptance gates and setup commands and owns their
+	// process groups (killed when the loop stops).
+	gates *gates.Runner
 }
 
 // after runs fn once the current event is recorded (state saved): work
@@ -177,7 +173,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.StartTimeout = DefaultStartTimeout
 	}
 	if cfg.GateTimeout <= 0 {
-		cfg.GateTimeout = DefaultGateTimeout
+		cfg.GateTimeout = gates.DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), exits: make(chan exitNote, 64), starts: make(chan startCheck, 64), screens: make(chan string, 256), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
@@ -224,7 +220,7 @@ func Run(ctx context.Context, cfg Config) error {
 	default:
 		return fmt.Errorf("serve: %w: isolation %q: want %s or %s", config.ErrInvalid, cfg.Isolation, config.Worktree, config.Shared)
 	}
-	if _, err := includes(ctx, l.repo); err != nil {
+	if _, err := fleet.Includes(ctx, l.repo); err != nil {
 		return fmt.Errorf("serve: %w (fix it and commit)", err)
 	}
 	if l.st, err = state.Load(l.orchDir); err != nil {
@@ -286,16 +282,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// Gates that were running when the last lead loop stopped: their
 	// processes go, and a regate record behind everything already in the
 	// stream runs them again, unless their result turns out to be in.
-	killGroups(l.orchDir)
-	defer func() {
-		l.stopping.Store(true)
-		l.groupsMu.Lock()
-		for g := range l.groups {
-			syscall.Kill(-g, syscall.SIGKILL)
-		}
-		l.groupsMu.Unlock()
-		killGroups(l.orchDir)
-	}()
+	gates.KillRecorded(l.orchDir)
+	l.gates = gates.New(gates.Config{Root: cfg.Root, Repo: l.repo, Conf: l.conf, Timeout: cfg.GateTimeout, Fault: l.fault})
+	defer l.gates.Stop()
 	l.reportRegates()
 	l.resumeSetups()
 	// Pane losses found at start go into the stream after everything the
@@ -375,6 +364,8 @@ func Run(ctx context.Context, cfg Config) error {
 			l.reportDeath(ctx, d)
 		case n := <-l.exits:
 			l.reportExit(n)
+		case f := <-l.gates.Finished():
+			l.publishGated(f)
 		case c := <-l.timers:
 			l.ackExpired(ctx, c)
 			l.schedule(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
@@ -203,7 +204,7 @@ func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) ou
 	// loop, before the worker can change anything; a second attempt keeps
 	// the first baseline (the first worker may have changed things).
 	if b := def.Bet; b != nil && b.MetricCmd != "" && p.Baseline == nil && p.BaselineErr == "" {
-		p.Baseline, p.BaselineErr = measure(l.workDir(w.ID), b.MetricCmd)
+		p.Baseline, p.BaselineErr = gates.Measure(l.workDir(w.ID), b.MetricCmd)
 		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
 	}
 	now := l.cfg.Now().UTC()

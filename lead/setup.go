@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/state"
 )
 
@@ -46,10 +47,10 @@ func (l *Loop) runSetupAsync(plan string, attempt int, worker string) {
 	l.log.Info("setup running", "plan", plan, "worker", worker, "attempt", attempt)
 	go func() {
 		status := "ok"
-		if err := runSetup(l.conf, dir, plan, worker, l.trackGroup); err != nil {
+		if err := gates.Setup(l.conf, dir, plan, worker, l.gates.Track); err != nil {
 			status = "failed: " + err.Error()
 		}
-		if l.stopping.Load() {
+		if l.gates.Stopping() {
 			return // killed because the loop stops: the next start runs it again
 		}
 		e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Prepared, Plan: plan, Worker: worker,

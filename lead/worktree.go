@@ -1,12 +1,9 @@
 package lead
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +12,9 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
@@ -79,7 +78,7 @@ func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
 func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error {
 	// What is wrong with the plan or the repo is found before any worker's
 	// worktree is touched, so it is never blamed on a worker.
-	if _, err := includes(ctx, l.repo); err != nil {
+	if _, err := fleet.Includes(ctx, l.repo); err != nil {
 		return err
 	}
 	branch := fleet.PlanBranch(p.Name)
@@ -134,55 +133,15 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	if err := l.syncPlanFolder(p.Name, dir); err != nil {
 		return fmt.Errorf("%w: %w", ErrPlanContent, err)
 	}
-	if err := copyIncludes(ctx, l.repo, dir); err != nil {
+	if err := fleet.CopyIncludes(ctx, l.repo, dir); err != nil {
 		return err
 	}
 	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
 	return nil
 }
 
-// runSetup runs orch.yaml's setup command in a worktree, with ORCH_PLAN and
-// ORCH_WORKER set: it knows which plan (and worker) it prepares for.
-// track, when set, records its process group like a gate's (killed when
-// the lead loop stops).
-func runSetup(conf *config.Config, dir, plan, worker string, track func(pgid int, running bool) error) error {
-	if conf.Setup == "" {
-		return nil
-	}
-	setup := "ORCH_PLAN=" + fleet.ShellQuote(plan) + " ORCH_WORKER=" + fleet.ShellQuote(worker) + "; export ORCH_PLAN ORCH_WORKER; " + conf.Setup
-	r := runCmdGroup(dir, setup, time.Duration(conf.SetupTimeout), track)
-	if !r.Failed() {
-		return nil
-	}
-	how := fmt.Sprintf("exit %d", r.Exit)
-	switch {
-	case r.TimedOut:
-		how = "timed out after " + time.Duration(conf.SetupTimeout).String()
-	case r.Err != "":
-		how = r.Err
-	}
-	// The captured output keeps line ends as \n escapes.
-	out := strings.TrimSpace(strings.ReplaceAll(r.Stderr, `\n`, "\n"))
-	if out == "" {
-		out = strings.TrimSpace(strings.ReplaceAll(r.Stdout, `\n`, "\n"))
-	}
-	if i := strings.LastIndexByte(out, '\n'); i >= 0 {
-		out = out[i+1:] // the last line says most
-	}
-	if out != "" {
-		how += ": " + out
-	}
-	return fmt.Errorf("%w: %q: %s", ErrSetup, conf.Setup, how)
-}
-
-// ErrSetup is a failed setup command (orch.yaml's setup).
-var ErrSetup = errors.New("setup command failed")
-
 // ErrBranchHeld is a plan branch checked out outside orch's worktrees.
 var ErrBranchHeld = errors.New("plan branch in use")
-
-// ErrInclude is an unusable .worktreeinclude.
-var ErrInclude = errors.New("bad " + fleet.IncludeFile)
 
 // ErrWorkerTree is git refusing in the worker's own worktree.
 var ErrWorkerTree = errors.New("worktree refused")
@@ -199,7 +158,7 @@ func (l *Loop) saveLeftovers(ctx context.Context, wt *git.Repo, id string) error
 	if err != nil || branch == "" {
 		return err
 	}
-	skip, err := includes(ctx, l.repo)
+	skip, err := fleet.Includes(ctx, l.repo)
 	if err != nil {
 		return err
 	}
@@ -208,30 +167,6 @@ func (l *Loop) saveLeftovers(ctx context.Context, wt *git.Repo, id string) error
 		l.log.Info("leftover work committed on its branch", "worker", id, "branch", branch, "commit", short(sha))
 	}
 	return err
-}
-
-// writeIn writes rel (slash-separated) under dir, through os.Root: no
-// symlink (a worker may commit one) can carry the write outside dir. A
-// file that already holds data is left alone; otherwise it is replaced by
-// rename, so a reader never sees half of it.
-func writeIn(dir, rel string, data []byte, perm os.FileMode) error {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	rel = filepath.FromSlash(rel)
-	if old, err := r.ReadFile(rel); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	if err := r.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
-		return err
-	}
-	tmp := rel + ".orch-tmp"
-	if err := r.WriteFile(tmp, data, perm); err != nil {
-		return err
-	}
-	return r.Rename(tmp, rel)
 }
 
 // syncPlanFolder copies the repo's PLAN.md of a plan into a worktree when
@@ -243,68 +178,7 @@ func (l *Loop) syncPlanFolder(name, dir string) error {
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", name, err)
 	}
-	return writeIn(dir, filepath.ToSlash(rel), src, 0o644)
-}
-
-// includes reads the committed .worktreeinclude: one path per line,
-// relative to the repo root, # comments; paths must stay inside the repo.
-// Each is a literal path, never a pattern.
-func includes(ctx context.Context, repo *git.Repo) ([]string, error) {
-	data, err := repo.Show(ctx, "HEAD", fleet.IncludeFile)
-	if err != nil {
-		return nil, nil // none committed
-	}
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		clean := filepath.Clean(line)
-		if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") ||
-			clean == ".git" || strings.HasPrefix(clean, ".git/") || clean == ".orch" || strings.HasPrefix(clean, ".orch/") {
-			return nil, fmt.Errorf("%w: line %d: %q must be a path inside the repo (not .git or .orch)", ErrInclude, n, line)
-		}
-		out = append(out, filepath.ToSlash(clean))
-	}
-	return out, nil
-}
-
-// copyIncludes copies the .worktreeinclude files that exist in the repo
-// into a worktree (regular files only; a missing one is skipped). Both
-// sides go through os.Root: a symlink on the way cannot lead outside.
-func copyIncludes(ctx context.Context, repo *git.Repo, dir string) error {
-	list, err := includes(ctx, repo)
-	if err != nil || len(list) == 0 {
-		return err
-	}
-	src, err := os.OpenRoot(repo.Root)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	for _, rel := range list {
-		name := filepath.FromSlash(rel)
-		fi, err := src.Lstat(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInclude, rel, err)
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%w: %s is not a regular file (symlinks and folders are not copied)", ErrInclude, rel)
-		}
-		data, err := src.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInclude, rel, err)
-		}
-		if err := writeIn(dir, rel, data, fi.Mode().Perm()); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInclude, rel, err)
-		}
-	}
-	return nil
+	return fleet.WriteIn(dir, filepath.ToSlash(rel), src, 0o644)
 }
 
 // prepareFailed records a plan whose worktree could not be readied, and
@@ -325,13 +199,13 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 	stamp := now.UnixNano()
 	next := holdPlan
 	switch {
-	case errors.Is(err, ErrSetup), errors.Is(err, ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
+	case errors.Is(err, gates.ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
 		p.Attempts++
 		p.State, p.Reason, p.Worker, p.Updated = state.PlanFailed, reason, w.ID, now
 		cb := event.NewCallback(event.CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, "")
 		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, cb))
 		l.log.Warn("plan not dispatched", "plan", p.Name, "worker", w.ID, "err", err)
-		if errors.Is(err, ErrSetup) || errors.Is(err, ErrInclude) {
+		if errors.Is(err, gates.ErrSetup) || errors.Is(err, fleet.ErrInclude) {
 			// Likely the same for the next plan (a network down, a file to
 			// fix): one plan per event fails, not the whole queue at once.
 			next = stop
@@ -365,7 +239,7 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		return nil, "ignored: unknown plan"
 	}
 	switch {
-	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrationFailed(p):
+	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrate.FailedOnIntegration(p):
 	default:
 		return nil, "ignored: plan is " + string(p.State)
 	}
@@ -396,7 +270,7 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
 		return event.NewCallback(event.CallbackConflict, e.ID, p.Name, p.Worker, status, ""), "conflict"
 	case kind == "failed:":
-		p.State, p.Reason, p.Updated = state.PlanFailed, integrationReason+status, now
+		p.State, p.Reason, p.Updated = state.PlanFailed, integrate.Reason+status, now
 		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))

@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/gates"
+	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -35,7 +36,7 @@ func newIntegrateCmd(s streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "print the order and what would happen (predicted conflicts included); change nothing")
-	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run on the combined code")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", gates.DefaultGateTimeout, "how long each acceptance command may run on the combined code")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the steps as JSON")
 	return cmd
 }
@@ -49,13 +50,13 @@ func integrateRun(ctx context.Context, o *integrateOptions, s streams) error {
 	if o.JSON {
 		progress = nil
 	}
-	steps, err := lead.Integrate(ctx, root, lead.IntegrateOptions{Plans: o.Plans, DryRun: o.DryRun, GateTimeout: o.GateTimeout, Progress: progress})
+	steps, err := integrate.Run(ctx, root, integrate.Options{Plans: o.Plans, DryRun: o.DryRun, GateTimeout: o.GateTimeout, Progress: progress})
 	if err != nil {
 		return err
 	}
 	if o.JSON {
 		if steps == nil {
-			steps = []lead.IntegrateStep{}
+			steps = []integrate.Step{}
 		}
 		if err := writeJSON(s.Out, steps); err != nil {
 			return err
@@ -65,7 +66,7 @@ func integrateRun(ctx context.Context, o *integrateOptions, s streams) error {
 	}
 	var bad []string
 	for _, st := range steps {
-		if st.Outcome != lead.Integrated && st.Outcome != lead.WouldIntegrate && st.Outcome != lead.WouldConflict {
+		if st.Outcome != integrate.Integrated && st.Outcome != integrate.WouldIntegrate && st.Outcome != integrate.WouldConflict {
 			bad = append(bad, st.Plan+" ("+st.Outcome+")")
 		}
 		if st.Spooled {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/lead"
 )
 
@@ -71,7 +72,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
-	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", lead.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
+	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", gates.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
 	cmd.Flags().DurationVar(&o.Stagger, "stagger", 0, "at most one dispatch per this interval, so results do not arrive in one burst (e.g. 2m)")
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "no tmux: run each plan as a child process of the agent's headless command (output in .orch/logs/)")

@@ -1,4 +1,27 @@
-package lead
+// Package integrate is orch integrate; it runs in the CLI process, not in
+// orch serve. Approved plans (done, or verified) are brought into the base
+// branch (the branch checked out in the repo) one at a time, in dependency
+// order. Each is merged (or rebased, per orch.yaml) in a scratch worktree at
+// the base branch's current head, so the repo's own checkout is never left
+// half-merged; its acceptance gates run again there, on the combined code;
+// only then does the base branch move forward to it, by a fast-forward of
+// the repo's checkout. The next plan starts from that new head, so every
+// later branch is combined with everything integrated before it and tested
+// again. A conflict stops that plan (state conflict, the files named) and
+// the plans that depend on it; plan branches are never rewritten, deleted or
+// force-pushed. Outcomes reach the lead loop as integrated records, through
+// the stream (or the spool when orch serve is not running), so the plan
+// states stay the loop's to record.
+//
+// How the pieces fit. Run checks the isolation and takes the integrate
+// lock; approved picks the plans and integrationOrder sorts them by their
+// dependencies. For each, integration.one combines the plan's branch with
+// the base branch's head (combine: a scratch worktree under
+// .orch/integrate, the merge or rebase, then the included files, orch.yaml's
+// setup command and the plan's acceptance commands, run by package gates),
+// advance fast-forwards the base branch under the git lock, and record
+// sends the outcome to orch serve with orchctl.SendCommand.
+package integrate
 
 import (
 	"context"
@@ -14,6 +37,7 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchctl"
@@ -22,40 +46,26 @@ import (
 	"github.com/orch-dev/orch/plans"
 )
 
-// orch integrate. Approved plans (done, or verified) are brought into the
-// base branch (the branch checked out in the repo) one at a time, in
-// dependency order. Each is merged (or rebased, per orch.yaml) in a scratch
-// worktree at the base branch's current head, so the repo's own checkout
-// is never left half-merged; its acceptance gates run again there, on the
-// combined code; only then does the base branch move forward to it, by a
-// fast-forward of the repo's checkout. The next plan starts from that new
-// head, so every later branch is combined with everything integrated
-// before it and tested again. A conflict stops that plan (state conflict,
-// the files named) and the plans that depend on it; plan branches are never
-// rewritten, deleted or force-pushed. Outcomes reach the lead loop as
-// integrated records, through the stream (or the spool when orch serve is
-// not running), so the plan states stay the loop's to record.
-
 // Integration outcomes.
 const (
 	Integrated     = "integrated"
 	Conflict       = "conflict"
-	IntegrateFail  = "failed"
+	Failed         = "failed"
 	Skipped        = "skipped"
 	WouldIntegrate = "would integrate"
 	WouldConflict  = "would conflict"
 )
 
-// IntegrateOptions is what orch integrate was asked to do.
-type IntegrateOptions struct {
+// Options is what orch integrate was asked to do.
+type Options struct {
 	Plans       []string // empty: every approved plan
 	DryRun      bool
 	GateTimeout time.Duration
 	Progress    io.Writer // one line per step as it happens; optional
 }
 
-// IntegrateStep is what happened (or would happen) to one plan.
-type IntegrateStep struct {
+// Step is what happened (or would happen) to one plan.
+type Step struct {
 	Plan    string   `json:"plan"`
 	Branch  string   `json:"branch"`
 	Base    string   `json:"base"` // the base branch
@@ -68,25 +78,19 @@ type IntegrateStep struct {
 	Gates   bool     `json:"-"`                 // failed because its gates fail on the combined code
 }
 
-// ErrNotApproved is a named plan that is not done or verified.
-var ErrNotApproved = errors.New("not approved")
-
-// ErrShared means there are no plan branches: shared isolation.
-var ErrShared = errors.New("shared isolation: plans are committed on the checked-out branch already, nothing to integrate")
-
 // maxMoves bounds how often one plan is combined again because the base
 // branch moved (a harvest commit) while its gates ran.
 const maxMoves = 3
 
-// Integrate brings approved plan branches into the base branch.
-func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]IntegrateStep, error) {
+// Run brings approved plan branches into the base branch.
+func Run(ctx context.Context, root string, o Options) ([]Step, error) {
 	for _, n := range o.Plans {
 		if err := plans.ValidateName(n); err != nil {
 			return nil, err
 		}
 	}
 	if o.GateTimeout <= 0 {
-		o.GateTimeout = DefaultGateTimeout
+		o.GateTimeout = gates.DefaultGateTimeout
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -140,7 +144,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 		return nil, fmt.Errorf("integrate: %w", err)
 	}
 	for _, name := range order {
-		s := IntegrateStep{Plan: name, Branch: fleet.PlanBranch(name), Base: base}
+		s := Step{Plan: name, Branch: fleet.PlanBranch(name), Base: base}
 		if dep := blockedBy(root, name, failed); dep != "" {
 			s.Outcome, s.Reason = Skipped, fmt.Sprintf("depends on %s, which was not integrated (%s)", dep, failed[dep])
 			failed[name] = Skipped
@@ -157,7 +161,7 @@ func Integrate(ctx context.Context, root string, o IntegrateOptions) ([]Integrat
 }
 
 // Line is the step as orch integrate prints it.
-func (s IntegrateStep) Line() string {
+func (s Step) Line() string {
 	switch s.Outcome {
 	case Integrated, WouldIntegrate:
 		commits := fmt.Sprintf("%d commits", s.Commits)
@@ -181,7 +185,7 @@ func (s IntegrateStep) Line() string {
 // round.
 func approved(st *state.State, named []string) ([]string, error) {
 	ok := func(p *state.Run) bool {
-		return p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || p.State == state.PlanIntegrated || integrationFailed(p)
+		return p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || p.State == state.PlanIntegrated || FailedOnIntegration(p)
 	}
 	if len(named) > 0 {
 		for _, n := range named {
@@ -200,7 +204,7 @@ func approved(st *state.State, named []string) ([]string, error) {
 	}
 	var out []string
 	for n, p := range st.Plans {
-		if p.VerifyOf == "" && (p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || integrationFailed(p)) {
+		if p.VerifyOf == "" && (p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || FailedOnIntegration(p)) {
 			out = append(out, n)
 		}
 	}
@@ -208,30 +212,31 @@ func approved(st *state.State, named []string) ([]string, error) {
 	return out, nil
 }
 
-// integrationFailed says whether a plan failed only at integration (its
+// FailedOnIntegration says whether a plan failed only at integration (its
 // gates on the combined code): it is still approved, to be tried again.
-func integrationFailed(p *state.Run) bool {
-	return p.State == state.PlanFailed && strings.HasPrefix(p.Reason, integrationReason)
+func FailedOnIntegration(p *state.Run) bool {
+	return p.State == state.PlanFailed && strings.HasPrefix(p.Reason, Reason)
 }
 
-// integrationReason starts the reason of a plan failed by orch integrate.
-const integrationReason = "integration: "
+// Reason starts the reason of a plan failed by orch integrate (the lead
+// loop records it so).
+const Reason = "integration: "
 
 // integrationOrder sorts plans so that each comes after the plans it
 // depends on (ties: by name). A plan whose dependency is neither
 // integrated nor in the list cannot go: it is returned as a skipped step.
-func integrationOrder(root string, st *state.State, names []string) ([]string, []IntegrateStep) {
+func integrationOrder(root string, st *state.State, names []string) ([]string, []Step) {
 	in := map[string]bool{}
 	for _, n := range names {
 		in[n] = true
 	}
 	deps := map[string][]string{}
-	var skipped []IntegrateStep
+	var skipped []Step
 	var ok []string
 	for _, n := range names {
 		d, err := plans.Load(root, n)
 		if err != nil {
-			skipped = append(skipped, IntegrateStep{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped, Reason: err.Error()})
+			skipped = append(skipped, Step{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped, Reason: err.Error()})
 			continue
 		}
 		missing := ""
@@ -248,7 +253,7 @@ func integrationOrder(root string, st *state.State, names []string) ([]string, [
 			}
 		}
 		if missing != "" {
-			skipped = append(skipped, IntegrateStep{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped, Reason: missing})
+			skipped = append(skipped, Step{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped, Reason: missing})
 			continue
 		}
 		ok = append(ok, n)
@@ -277,7 +282,7 @@ func integrationOrder(root string, st *state.State, names []string) ([]string, [
 		if !progress {
 			for _, n := range ok {
 				if !placed[n] {
-					skipped = append(skipped, IntegrateStep{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped,
+					skipped = append(skipped, Step{Plan: n, Branch: fleet.PlanBranch(n), Outcome: Skipped,
 						Reason: "its dependencies are not all integrated (a cycle, or one that cannot go)"})
 				}
 			}
@@ -308,12 +313,12 @@ type integration struct {
 	base string
 	conf *config.Config
 	st   *state.State
-	o    IntegrateOptions
+	o    Options
 }
 
 // one integrates (or, dry, predicts) one plan onto tip and returns the
 // step and the base branch's head after it.
-func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) {
+func (in *integration) one(s Step, tip string) (Step, string) {
 	ctx := in.ctx
 	branch, err := in.repo.RevParse(ctx, "refs/heads/"+s.Branch)
 	if err != nil {
@@ -330,7 +335,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 		return s, tip
 	}
 	if s.Commits, err = in.repo.CountCommits(ctx, tip, branch); err != nil {
-		s.Outcome, s.Reason = IntegrateFail, err.Error()
+		s.Outcome, s.Reason = Failed, err.Error()
 		return s, tip
 	}
 	if done, err := in.repo.IsAncestor(ctx, branch, tip); err == nil && done {
@@ -351,16 +356,16 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 			s.Outcome, s.Files = WouldConflict, ce.Files
 			return s, tip
 		case err != nil:
-			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			s.Outcome, s.Reason = Failed, err.Error()
 			return s, tip
 		}
 		next, err := in.repo.CommitTree(ctx, tree, "integrate "+s.Plan+" (dry run)", tip, branch)
 		if err != nil {
-			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			s.Outcome, s.Reason = Failed, err.Error()
 			return s, tip
 		}
 		s.Outcome, s.Commit = WouldIntegrate, next
-		if n := len(in.gates(s.Plan)); n > 0 {
+		if n := len(in.acceptance(s.Plan)); n > 0 {
 			s.Reason = fmt.Sprintf("its %d acceptance gates would run on the merged code", n)
 		}
 		return s, next
@@ -379,7 +384,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 		if err != nil {
 			// Nothing moved and the plan is as it was: not recorded, so
 			// running orch integrate again tries it again.
-			s.Outcome, s.Reason = IntegrateFail, err.Error()
+			s.Outcome, s.Reason = Failed, err.Error()
 			return s, tip
 		}
 		if moved == "" {
@@ -387,7 +392,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 			return in.record(s), next
 		}
 		if move+1 >= maxMoves {
-			s.Outcome, s.Reason = IntegrateFail, fmt.Sprintf("%s kept moving while the gates ran (%d tries); run orch integrate again", in.base, maxMoves)
+			s.Outcome, s.Reason = Failed, fmt.Sprintf("%s kept moving while the gates ran (%d tries); run orch integrate again", in.base, maxMoves)
 			return s, moved // not recorded: a retry may go through
 		}
 		tip = moved
@@ -397,7 +402,7 @@ func (in *integration) one(s IntegrateStep, tip string) (IntegrateStep, string) 
 // combine merges (or rebases) the plan's branch onto tip in a scratch
 // worktree and runs the plan's gates there. It returns the combined commit,
 // or a step with the outcome when the plan cannot go.
-func (in *integration) combine(s IntegrateStep, tip, branch string) (string, IntegrateStep) {
+func (in *integration) combine(s Step, tip, branch string) (string, Step) {
 	ctx := in.ctx
 	dir := filepath.Join(orchdir.Of(in.root), orchdir.Integrate, s.Plan)
 	_ = in.repo.RemoveWorktree(ctx, dir) // one left by an interrupted run
@@ -415,7 +420,7 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 		start = branch
 	}
 	if err := in.repo.AddWorktree(ctx, dir, start); err != nil {
-		s.Outcome, s.Reason = IntegrateFail, err.Error()
+		s.Outcome, s.Reason = Failed, err.Error()
 		return "", s
 	}
 	defer in.repo.RemoveWorktree(context.WithoutCancel(ctx), dir)
@@ -433,39 +438,39 @@ func (in *integration) combine(s IntegrateStep, tip, branch string) (string, Int
 		s.Outcome, s.Files = Conflict, ce.Files
 		return "", s
 	case err != nil:
-		s.Outcome, s.Reason = IntegrateFail, err.Error()
+		s.Outcome, s.Reason = Failed, err.Error()
 		return "", s
 	}
-	gates := in.gates(s.Plan)
-	if len(gates) > 0 {
+	cmds := in.acceptance(s.Plan)
+	if len(cmds) > 0 {
 		// The gates see what the worker's worktree had: the included files
 		// and the setup command's work.
-		if err := copyIncludes(ctx, in.repo, dir); err != nil {
-			s.Outcome, s.Reason = IntegrateFail, err.Error()
+		if err := fleet.CopyIncludes(ctx, in.repo, dir); err != nil {
+			s.Outcome, s.Reason = Failed, err.Error()
 			return "", s
 		}
 		worker := ""
 		if p := in.st.Plans[s.Plan]; p != nil {
 			worker = p.Worker
 		}
-		if err := runSetup(in.conf, dir, s.Plan, worker, nil); err != nil {
-			s.Outcome, s.Reason = IntegrateFail, err.Error()
+		if err := gates.Setup(in.conf, dir, s.Plan, worker, nil); err != nil {
+			s.Outcome, s.Reason = Failed, err.Error()
 			return "", s
 		}
 	}
-	for _, c := range gates {
-		r := runCmd(dir, c, in.o.GateTimeout)
+	for _, c := range cmds {
+		r := gates.Run(dir, c, in.o.GateTimeout)
 		if r.Failed() {
-			s.Outcome, s.Reason, s.Gates = IntegrateFail, "acceptance gate fails on the combined code: "+r.Summary(), true
+			s.Outcome, s.Reason, s.Gates = Failed, "acceptance gate fails on the combined code: "+r.Summary(), true
 			return "", s
 		}
 	}
-	return next, IntegrateStep{}
+	return next, Step{}
 }
 
-// gates are the plan's acceptance commands, as the lead loop enforced
-// them (PLAN.md's for older records).
-func (in *integration) gates(name string) []string {
+// acceptance returns the plan's acceptance commands, as the lead loop
+// enforced them (PLAN.md's for older records).
+func (in *integration) acceptance(name string) []string {
 	if p := in.st.Plans[name]; p != nil && p.Def != nil {
 		return p.Def.Acceptance
 	}
@@ -501,7 +506,7 @@ func (in *integration) advance(tip, next string) (string, error) {
 }
 
 // record tells the lead loop the outcome.
-func (in *integration) record(s IntegrateStep) IntegrateStep {
+func (in *integration) record(s Step) Step {
 	var status string
 	switch s.Outcome {
 	case Integrated:
@@ -517,4 +522,11 @@ func (in *integration) record(s IntegrateStep) IntegrateStep {
 	}
 	s.Spooled = res.Spooled
 	return s
+}
+
+func short(sha string) string {
+	if len(sha) > 10 {
+		return sha[:10]
+	}
+	return sha
 }

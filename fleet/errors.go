@@ -1,0 +1,6 @@
+package fleet
+
+import "errors"
+
+// ErrInclude is an unusable .worktreeinclude.
+var ErrInclude = errors.New("bad " + IncludeFile)
