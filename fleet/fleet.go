@@ -1,6 +1,22 @@
 // Package fleet is the workers orch serve runs: tmux panes and headless
-// processes, their worktrees, and the names they go by (branches, folders,
-// the session's tmux option), which the CLI uses too.
+// processes, their deaths and exits, their worktrees and setup commands,
+// and the names they go by (branches, folders, the session's tmux
+// option), which the CLI uses too.
+//
+// How the pieces fit. The lead loop builds one Fleet from a Config and
+// owns the record: Up (panes.go) or UpHeadless (headless.go) bring the
+// workers of a state up, and every later step takes the worker or plan it
+// acts on and never saves or publishes. What happens off the loop is
+// reported on channels the loop selects on, never by calling back into it:
+// a pane process's exit on Deaths (WatchPane, a pidfd), a headless
+// process's exit on Exits (Spawn and Release, or the rewatch of one an
+// earlier loop started), a pane's output on Screens (WatchScreens, one
+// control-mode client), a setup command's end on Setups (RunSetup). What
+// Up found gone at start waits for the loop (TakeLost, TakeExits) until
+// the stream has caught up. Typing into a pane (screens.go, panes.go) and
+// a worker's command line and environment (agentcmd.go) are mechanics;
+// what a screen means for a plan is the loop's to decide. Close wakes
+// every watcher and lets every pending report go.
 package fleet
 
 import (

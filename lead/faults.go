@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
@@ -152,10 +153,10 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 		return // acknowledged, or moved on since
 	}
 	w := l.st.Worker(p.Worker)
-	if w == nil || l.tmux == nil {
+	if w == nil || !l.fleet.Panes() {
 		return
 	}
-	screen, err := l.tmux.Capture(ctx, w.Pane, 0)
+	screen, err := l.fleet.Capture(ctx, w)
 	if err != nil {
 		screen = "(pane unreadable: " + err.Error() + ")"
 	}
@@ -185,7 +186,7 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 		l.armAck(p, true)
 		return
 	}
-	evidence := lastLines(screen, 8)
+	evidence := fleet.LastLines(screen, 8)
 	p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("no started from %s within %s of dispatch, line re-sent once (dispatch line on screen: %v); screen: %s",
 		w.ID, l.cfg.AckTimeout, shown, evidence), l.cfg.Now().UTC()
 	p.Unacked = true
@@ -221,27 +222,14 @@ func (l *Loop) retype(ctx context.Context, w *state.Worker, plan string, shown b
 	if !shown {
 		return l.typeLine(ctx, w, plan)
 	}
-	if err := l.checkPane(ctx, w); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return l.tmux.SendEnter(ctx, w.Pane)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return event.Clean(strings.Join(lines, " | "))
+	return l.fleet.PressEnter(ctx, w)
 }
 
 // typeLine types the dispatch line for plan into w's pane, after checking
 // that the pane is still w's: a pane that cannot be proven to be the right
 // worker is never typed into.
 func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error {
-	line, err := DispatchLine(plan, l.notifyBin())
+	line, err := DispatchLine(plan, l.fleet.NotifyBin())
 	if err != nil {
 		return err
 	}
@@ -252,7 +240,7 @@ func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error
 	if w.Headless {
 		return l.startHeadless(w, plan, line)
 	}
-	if err := l.checkPane(ctx, w); err != nil {
+	if err := l.fleet.CheckPane(ctx, w); err != nil {
 		return err
 	}
 	p := l.st.Plans[plan]
@@ -262,21 +250,21 @@ func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error
 		p.Waiting = true
 		return l.save()
 	}
-	if !l.waitsForPrompt() || !l.screenWatch.Load() || p == nil {
-		return l.tmux.SendLine(ctx, w.Pane, line)
+	if !l.fleet.WaitsForPrompt() || !l.fleet.ScreenWatch() || p == nil {
+		return l.fleet.SendLine(ctx, w, line)
 	}
 	// An agent's input box may take the Enter of a fast send-keys as part
 	// of the text, or drop it: type the text, and press Enter once the
 	// line shows on the screen one more time than before (screenChanged),
 	// or after echoTimeout.
 	p.Typed, p.Echo = true, 0
-	if screen, err := l.capture(ctx, w); err == nil {
-		p.Echo = countLine(screen, plan)
+	if screen, err := l.fleet.Capture(ctx, w); err == nil {
+		p.Echo = fleet.CountLine(screen, plan)
 	}
 	if err := l.save(); err != nil {
 		return err
 	}
-	if err := l.tmux.SendText(ctx, w.Pane, line); err != nil {
+	if err := l.fleet.SendText(ctx, w, line); err != nil {
 		return err
 	}
 	l.armEcho(w, p)
@@ -288,10 +276,4 @@ func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error
 func (l *Loop) armEcho(w *state.Worker, p *state.Run) {
 	c := startCheck{worker: w.ID, echo: p.Name, attempt: p.Attempts}
 	time.AfterFunc(echoTimeout, func() { send(l, l.starts, c) })
-}
-
-// checkPane proves that w's pane is w's: a live pane whose @orch_worker
-// option names it.
-func (l *Loop) checkPane(ctx context.Context, w *state.Worker) error {
-	return l.tmux.ProvePane(ctx, w.Pane, w.ID, false)
 }

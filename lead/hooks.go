@@ -109,7 +109,7 @@ const settleTimeout = time.Second
 
 // screenFails says whether w's agent shows errors only on its screen.
 func (l *Loop) screenFails(w *state.Worker) bool {
-	return l.tmux != nil && !w.Headless && w.Pane != "" && l.cfg.Profile != nil && l.cfg.Profile.ScreenFails()
+	return l.fleet.Panes() && !w.Headless && w.Pane != "" && l.cfg.Profile != nil && l.cfg.Profile.ScreenFails()
 }
 
 // settled decides a turn end that waited for p's screen: the error the
@@ -158,10 +158,10 @@ func (l *Loop) turnEnded(e event.Event, p *state.Run, w *state.Worker) (*event.C
 // failedOnScreen says whether w's screen shows an error for p after p's
 // line, for agents whose errors only the screen shows.
 func (l *Loop) failedOnScreen(w *state.Worker, p *state.Run) (string, bool) {
-	if l.tmux == nil || w.Headless || w.Pane == "" || l.cfg.Profile == nil || !l.cfg.Profile.ScreenFails() {
+	if !l.fleet.Panes() || w.Headless || w.Pane == "" || l.cfg.Profile == nil || !l.cfg.Profile.ScreenFails() {
 		return "", false
 	}
-	screen, err := l.capture(context.Background(), w)
+	screen, err := l.fleet.Capture(context.Background(), w)
 	if err != nil {
 		return "", false
 	}

@@ -24,13 +24,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
@@ -43,7 +41,6 @@ import (
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
-	"github.com/orch-dev/orch/tmux"
 )
 
 // Config is what orch serve was asked to do.
@@ -97,29 +94,17 @@ type Loop struct {
 	// harvester commits the harvests (package harvest).
 	harvester *harvest.Harvester
 	// defs are the queued plans' definitions, parsed once per attempt.
-	defs    map[string]*plans.Plan
-	tmux    *tmux.Client
-	st      *state.State
-	b       *broker.Broker
-	nc      *nats.Conn
-	msgs    chan jetstream.Msg
-	timers  chan ackCheck
-	deaths  chan death
-	exits   chan exitNote // headless processes that ended
-	starts  chan startCheck
-	screens chan string // panes whose screen changed (watchScreens)
-	// screenWatch is set while the control-mode client that reports the
-	// panes' output runs.
-	screenWatch atomic.Bool
-	// stopR is readable once the loop stops: it wakes the pane watchers.
-	stopR int
-	// stopped is closed when Run returns, so that goroutines (timers, pane
-	// watchers, the NATS callback) never block sending to a loop that is gone.
+	defs   map[string]*plans.Plan
+	fleet  *fleet.Fleet // the workers; it reports on channels the loop selects on
+	st     *state.State
+	b      *broker.Broker
+	nc     *nats.Conn
+	msgs   chan jetstream.Msg
+	timers chan ackCheck
+	starts chan startCheck
+	// stopped is closed when Run returns, so that goroutines (timers, the
+	// NATS callback) never block sending to a loop that is gone.
 	stopped chan struct{}
-	// lost are plans whose worker's pane was gone at start; see fleetUp.
-	lost []lostPlan
-	// pendingExits are headless processes found gone at start.
-	pendingExits []exitNote
 	// pending runs once the current event's effect is recorded.
 	pending []func()
 	// wake re-runs the scheduler when a stagger interval has passed.
@@ -176,7 +161,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.GateTimeout = gates.DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		timers: make(chan ackCheck, 64), deaths: make(chan death, 64), exits: make(chan exitNote, 64), starts: make(chan startCheck, 64), screens: make(chan string, 256), stopR: -1, stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
+		timers: make(chan ackCheck, 64), starts: make(chan startCheck, 64), stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, orchdir.Name, cfg.Root)
@@ -239,28 +224,32 @@ func Run(ctx context.Context, cfg Config) error {
 	defer l.nc.Close()
 	l.log.Info("broker up", "url", l.b.URL())
 
-	var stop [2]int
-	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
+	headless := cfg.Workers > 0 && cfg.Headless
+	// A tmux fleet from an earlier run may still be there with no workers
+	// asked for: the loop keeps talking to it.
+	panes := !headless && (cfg.Workers > 0 || l.st.Session != "")
+	l.fleet, err = fleet.New(fleet.Config{Root: cfg.Root, OrchDir: l.orchDir, Repo: l.repo, Panes: panes,
+		TmuxSocket: cfg.TmuxSocket, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
+		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.b.Prefix(),
+		// The gates' runner, made below, tracks the setup's process group.
+		Setup:  func(dir, plan, worker string) error { return gates.Setup(l.conf, dir, plan, worker, l.gates.Track) },
+		Logger: l.log, Now: cfg.Now, Fault: l.fault})
+	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	l.stopR = stop[0]
-	defer unix.Close(stop[0])
-	defer unix.Close(stop[1]) // closing the write end wakes every pane watcher
+	defer l.fleet.Close() // wakes every pane and process watcher
 
-	if cfg.Workers > 0 && cfg.Headless {
+	if headless {
 		if err := l.headlessUp(); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 	} else if cfg.Workers > 0 {
-		l.tmux = tmux.New(cfg.TmuxSocket)
 		if err := l.fleetUp(ctx); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		l.watchScreens(ctx, l.st.Session)
-	} else if l.st.Session != "" {
-		// A fleet from an earlier run may still be there; keep talking to it.
-		l.tmux = tmux.New(cfg.TmuxSocket)
-		l.watchScreens(ctx, l.st.Session)
+	}
+	if panes {
+		l.fleet.WatchScreens(ctx, l.st.Session)
 	}
 
 	// Watch the spool before reading it, so that a file written between the
@@ -328,7 +317,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	l.flushOutbox()
 	for _, w := range l.st.Workers {
-		if w.Starting && w.Pane != "" && l.tmux != nil {
+		if w.Starting && w.Pane != "" && l.fleet.Panes() {
 			// A screen that stays as it is (a dialog) writes nothing more:
 			// read it once now.
 			l.armStart(w)
@@ -360,10 +349,12 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-l.wake:
 			l.staggerArmed, l.holdArmed = false, false
 			l.schedule(ctx)
-		case d := <-l.deaths:
-			l.reportDeath(ctx, d)
-		case n := <-l.exits:
+		case d := <-l.fleet.Deaths():
+			l.reportDeath(d)
+		case n := <-l.fleet.Exits():
 			l.reportExit(n)
+		case s := <-l.fleet.Setups():
+			l.reportSetup(s)
 		case f := <-l.gates.Finished():
 			l.publishGated(f)
 		case c := <-l.timers:
@@ -372,7 +363,7 @@ func Run(ctx context.Context, cfg Config) error {
 		case c := <-l.starts:
 			l.startExpired(ctx, c)
 			l.schedule(ctx)
-		case pane := <-l.screens:
+		case pane := <-l.fleet.Screens():
 			l.screenChanged(ctx, pane)
 		case ev, ok := <-watcher.Events:
 			if !ok {

@@ -3,12 +3,11 @@ package lead
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
@@ -19,20 +18,12 @@ import (
 // its prompt shows on screen. A dialog on screen meanwhile (a first-run
 // question, a trust prompt) is reported to the lead as needs-input with
 // the dialog's text and never answered by orch. The screen is read only
-// when tmux says the pane's program wrote to it (a control-mode client,
-// tmux -C, see watchScreens): an event, not a poll.
+// when tmux says the pane's program wrote to it (fleet.WatchScreens): an
+// event, not a poll.
 
 // DefaultStartTimeout is how long an agent has to reach its prompt before
 // the lead is told what its screen shows.
 const DefaultStartTimeout = 45 * time.Second
-
-// screenQuiet is how long a pane's output must pause before its screen is
-// read (a burst of output is one read); screenMaxDelay bounds the wait
-// while output goes on (a spinner never pauses).
-const (
-	screenQuiet    = 150 * time.Millisecond
-	screenMaxDelay = 2 * time.Second
-)
 
 // echoTimeout is how long a typed dispatch line may take to show on the
 // screen before Enter is pressed anyway.
@@ -48,18 +39,6 @@ type startCheck struct {
 	submit  string
 	attempt int
 	idle    string // set for a settle check: the plan whose turn end waits
-}
-
-// waitsForPrompt says whether new panes start as Starting workers.
-func (l *Loop) waitsForPrompt() bool {
-	return l.cfg.Profile != nil && l.cfg.Profile.WaitsForPrompt()
-}
-
-// starting marks w as starting in a new pane and arms its start timer.
-func (l *Loop) starting(w *state.Worker, now time.Time) {
-	w.State, w.Starting, w.Asked, w.Hooked, w.Since = state.WorkerBusy, true, "", false, now
-	w.Reason = "starting: waiting for the agent's prompt"
-	l.armStart(w)
 }
 
 func (l *Loop) armStart(w *state.Worker) {
@@ -85,8 +64,8 @@ func (l *Loop) ready(e event.Event) string {
 	// The hook may fire while a dialog is up (Claude Code's fullscreen
 	// offer): the screen has the last word.
 	w.Hooked = true
-	if l.tmux != nil && w.Pane != "" {
-		if kind, what := l.readScreen(context.Background(), w); kind == agent.ScreenDialog {
+	if l.fleet.Panes() && w.Pane != "" {
+		if kind, what := l.fleet.ReadScreen(context.Background(), w); kind == agent.ScreenDialog {
 			l.after(func() { l.asks(w, what) })
 			return "ready, but a dialog is up: " + what
 		}
@@ -127,7 +106,7 @@ func (l *Loop) resumeLine(ctx context.Context, w *state.Worker) {
 // screen says why.
 func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	w := l.st.Worker(c.worker)
-	if w == nil || l.tmux == nil || w.State == state.WorkerDead {
+	if w == nil || !l.fleet.Panes() || w.State == state.WorkerDead {
 		return
 	}
 	if c.idle != "" {
@@ -153,8 +132,8 @@ func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	if !w.Starting || !w.Since.Equal(c.since) {
 		return
 	}
-	screen, err := l.capture(ctx, w)
-	kind, what := l.classify(screen, err)
+	screen, err := l.fleet.Capture(ctx, w)
+	kind, what := l.fleet.Classify(screen, err)
 	// Its hook may have been missed: a prompt on screen (and no dialog)
 	// is enough at the deadline.
 	if kind == agent.ScreenPrompt || (kind == agent.ScreenOther && err == nil && l.cfg.Profile != nil && l.cfg.Profile.PromptLate(screen)) {
@@ -181,93 +160,6 @@ func (l *Loop) asks(w *state.Worker, what string) {
 	l.flushOutbox()
 }
 
-// capture returns w's screen.
-func (l *Loop) capture(ctx context.Context, w *state.Worker) (string, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return l.tmux.Capture(cctx, w.Pane, 0)
-}
-
-// readScreen captures w's pane and says what it shows.
-func (l *Loop) readScreen(ctx context.Context, w *state.Worker) (agent.ScreenKind, string) {
-	return l.classify(l.capture(ctx, w))
-}
-
-// classify says what a captured screen shows, for the fleet's profile;
-// for anything else, its last lines.
-func (l *Loop) classify(screen string, err error) (agent.ScreenKind, string) {
-	if err != nil {
-		return agent.ScreenOther, ""
-	}
-	if l.cfg.Profile == nil {
-		return agent.ScreenOther, lastLines(screen, 8)
-	}
-	kind, what := l.cfg.Profile.ReadScreen(screen)
-	if kind == agent.ScreenOther {
-		what = lastLines(screen, 8)
-	}
-	return kind, event.Clean(what)
-}
-
-// watchScreens attaches one control-mode client to the fleet's session
-// and turns each pane's output into (at most) one screen read per burst:
-// a one-shot timer per pane, started by output and not by time.
-func (l *Loop) watchScreens(ctx context.Context, session string) {
-	type pending struct {
-		timer *time.Timer
-		first time.Time
-	}
-	var mu sync.Mutex
-	panes := map[string]*pending{}
-	onOutput := func(pane string) {
-		mu.Lock()
-		defer mu.Unlock()
-		p := panes[pane]
-		if p == nil {
-			p = &pending{first: time.Now()}
-			panes[pane] = p
-			p.timer = time.AfterFunc(screenQuiet, func() {
-				mu.Lock()
-				delete(panes, pane)
-				mu.Unlock()
-				send(l, l.screens, pane)
-			})
-			return
-		}
-		// More output of the same burst: wait for its pause, but never
-		// longer than screenMaxDelay from its start.
-		if time.Since(p.first) < screenMaxDelay && p.timer.Stop() {
-			p.timer.Reset(screenQuiet)
-		}
-	}
-	l.screenWatch.Store(true)
-	go func() {
-		defer l.screenWatch.Store(false)
-		for tries := 0; ; tries++ {
-			start := time.Now()
-			err := l.tmux.WatchOutput(ctx, session, onOutput)
-			if ctx.Err() != nil {
-				return
-			}
-			if time.Since(start) > time.Minute {
-				tries = 0 // it ran a while: a fresh failure, not a repeated one
-			}
-			if tries == 4 {
-				l.log.Warn("screen watch ended for good; typed lines get Enter at once, dialogs are seen at the start deadline", "err", err)
-				return
-			}
-			// Re-attach after a one-shot pause (the tmux server may be
-			// busy or restarting): a bounded reconnect, not a poll.
-			l.log.Warn("screen watch ended; attaching again", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second << tries):
-			}
-		}
-	}()
-}
-
 // screenChanged reads the screen of a pane that wrote, if orch waits on
 // what it shows: a starting worker's prompt or dialog, a typed line's echo,
 // a plan's approval prompt.
@@ -284,7 +176,7 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 	p := l.st.Plans[w.Plan]
 	switch {
 	case w.Starting:
-		kind, what := l.readScreen(ctx, w)
+		kind, what := l.fleet.ReadScreen(ctx, w)
 		switch {
 		case kind == agent.ScreenDialog:
 			l.asks(w, what)
@@ -298,11 +190,11 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 		l.settled(p, w) // the screen settled after the turn's end
 		l.schedule(ctx)
 	case p != nil && p.Worker == w.ID && p.Typed && p.State == state.PlanDispatched:
-		if screen, err := l.capture(ctx, w); err == nil && countLine(screen, p.Name) > p.Echo {
+		if screen, err := l.fleet.Capture(ctx, w); err == nil && fleet.CountLine(screen, p.Name) > p.Echo {
 			l.submit(ctx, w, p)
 		}
 	case p != nil && p.Worker == w.ID && working(p.State) && l.cfg.Profile != nil && (l.cfg.Profile.ScreenAsks() || l.cfg.Profile.ScreenFails()):
-		screen, err := l.capture(ctx, w)
+		screen, err := l.fleet.Capture(ctx, w)
 		if err != nil {
 			return
 		}
@@ -320,12 +212,6 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 	}
 }
 
-// countLine counts the places the screen shows plan's dispatch line (its
-// plan file's path), with wrapped lines joined.
-func countLine(screen, plan string) int {
-	return strings.Count(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(plan))
-}
-
 // submit presses Enter for a typed dispatch line, unless a dialog is on
 // the screen: an Enter there would answer it (often "Yes"). The plan then
 // needs input instead.
@@ -334,11 +220,11 @@ func (l *Loop) submit(ctx context.Context, w *state.Worker, p *state.Run) {
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
-	if err := l.checkPane(ctx, w); err != nil {
+	if err := l.fleet.CheckPane(ctx, w); err != nil {
 		l.log.Error("submit dispatch line", "plan", p.Name, "err", err)
 		return
 	}
-	if kind, what := l.readScreen(ctx, w); kind == agent.ScreenDialog {
+	if kind, what := l.fleet.ReadScreen(ctx, w); kind == agent.ScreenDialog {
 		l.log.Warn("a dialog is on screen: no Enter", "plan", p.Name, "worker", w.ID, "dialog", what)
 		if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname())); cb != nil {
 			l.st.Outbox = append(l.st.Outbox, cb)
@@ -346,9 +232,7 @@ func (l *Loop) submit(ctx context.Context, w *state.Worker, p *state.Run) {
 		}
 		return
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := l.tmux.SendEnter(sctx, w.Pane); err != nil {
+	if err := l.fleet.SendEnter(ctx, w); err != nil {
 		l.log.Error("submit dispatch line", "plan", p.Name, "err", err)
 		return
 	}

@@ -20,7 +20,7 @@ import (
 // marked dispatched but never typed (found by its missing "started"), but
 // never typed twice.
 func (l *Loop) schedule(ctx context.Context) {
-	if l.tmux == nil && !l.cfg.Headless {
+	if !l.fleet.Panes() && !l.cfg.Headless {
 		return
 	}
 	if wait := l.setupHoldUntil.Sub(l.cfg.Now()); wait > 0 && l.isolated() && l.conf.Setup != "" {
@@ -165,7 +165,7 @@ const (
 
 // dispatchTo hands p to w and says how the scheduler goes on.
 func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) outcome {
-	if _, err := DispatchLine(p.Name, l.notifyBin()); err != nil { // names are validated on the way in; this is a second guard
+	if _, err := DispatchLine(p.Name, l.fleet.NotifyBin()); err != nil { // names are validated on the way in; this is a second guard
 		p.State, p.Reason = state.PlanFailed, err.Error()
 		l.save()
 		return stop

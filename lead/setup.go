@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
-	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/state"
 )
 
@@ -15,10 +14,11 @@ import (
 // the plan's line is typed: npm ci, a build, a database. It can take
 // minutes, so it runs off the loop: the plan stays queued and its worker
 // busy (Plan.Preparing names the attempt) while other events are handled.
-// Its end is a prepared record in the stream, handled like any event: the
-// plan is dispatched, or failed with the command's exit and last line. A
-// lead loop that stops meanwhile kills it (its process group is tracked,
-// like a gate's); the next one runs it again.
+// Its end (fleet.Setups) becomes a prepared record in the stream
+// (reportSetup), handled like any event: the plan is dispatched, or failed
+// with the command's exit and last line. A lead loop that stops meanwhile
+// kills it (its process group is tracked, like a gate's); the next one
+// runs it again.
 
 // The back-off after a failed setup: 2 s, doubling, at most a minute.
 const (
@@ -35,28 +35,7 @@ func (l *Loop) startSetup(p *state.Run, w *state.Worker) {
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
-	l.runSetupAsync(p.Name, p.Preparing, w.ID)
-}
-
-// runSetupAsync runs the setup command in a goroutine and publishes its
-// outcome as a record with an id of its own (a run after a restart is
-// another run, with its own outcome); the handler's check of the plan's
-// state gives the attempt one effect, whichever record comes first.
-func (l *Loop) runSetupAsync(plan string, attempt int, worker string) {
-	dir := l.workDir(worker)
-	l.log.Info("setup running", "plan", plan, "worker", worker, "attempt", attempt)
-	go func() {
-		status := "ok"
-		if err := gates.Setup(l.conf, dir, plan, worker, l.gates.Track); err != nil {
-			status = "failed: " + err.Error()
-		}
-		if l.gates.Stopping() {
-			return // killed because the loop stops: the next start runs it again
-		}
-		e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Prepared, Plan: plan, Worker: worker,
-			Attempt: attempt, Status: status, Host: hostname(), Time: time.Now().UTC()}
-		l.publishRecord(e)
-	}()
+	l.fleet.RunSetup(p.Name, p.Preparing, w.ID)
 }
 
 // resumeSetups runs again the setup commands that were running when the
@@ -74,7 +53,7 @@ func (l *Loop) resumeSetups() {
 		// A run of its own: a record the old run left is told apart.
 		p.SetupRuns++
 		p.Preparing = p.SetupRuns
-		l.runSetupAsync(p.Name, p.Preparing, p.Worker)
+		l.fleet.RunSetup(p.Name, p.Preparing, p.Worker)
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
@@ -124,7 +103,7 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 		return
 	}
 	w := l.st.Worker(p.Worker)
-	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name || (l.tmux == nil && !l.cfg.Headless) {
+	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name || (!l.fleet.Panes() && !l.cfg.Headless) {
 		dropSetup(p)
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
@@ -34,40 +33,7 @@ func (l *Loop) isolated() bool { return l.conf.Isolation == config.Worktree }
 
 // workDir is where worker id edits: its worktree, or the repo itself in
 // shared isolation.
-func (l *Loop) workDir(id string) string {
-	if !l.isolated() || id == "" {
-		return l.cfg.Root
-	}
-	return fleet.WorktreeDir(l.cfg.Root, id)
-}
-
-// ensureWorktree makes worker id's worktree if it is not there (detached
-// at HEAD) and returns its directory.
-func (l *Loop) ensureWorktree(ctx context.Context, id string) (string, error) {
-	dir := fleet.WorktreeDir(l.cfg.Root, id)
-	if _, err := os.Stat(filepath.Join(dir, ".git")); err == nil {
-		return dir, nil
-	}
-	// A folder left without its .git file is moved aside, never deleted
-	// (it may hold work); a stale registration is pruned.
-	if _, err := os.Lstat(dir); err == nil {
-		aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
-		if err := os.Rename(dir, aside); err != nil {
-			return "", fmt.Errorf("worktree %s: %w", id, err)
-		}
-		l.log.Warn("worktree folder without .git moved aside", "worker", id, "to", aside)
-	}
-	_ = l.repo.RemoveWorktree(ctx, dir)
-	head, err := l.repo.Head(ctx)
-	if err != nil {
-		return "", fmt.Errorf("worktree %s: %w", id, err)
-	}
-	if err := l.repo.AddWorktree(ctx, dir, head); err != nil {
-		return "", err
-	}
-	l.log.Info("worktree made", "worker", id, "dir", dir)
-	return dir, nil
-}
+func (l *Loop) workDir(id string) string { return fleet.WorkDir(l.cfg.Root, l.conf.Isolation, id) }
 
 // prepare readies worker w's worktree for plan p before the dispatch line
 // is typed: what the worker left from its last plan is committed on that
@@ -85,7 +51,7 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	if err := l.repo.CheckBranchName(ctx, branch); err != nil {
 		return fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
 	}
-	dir, err := l.ensureWorktree(ctx, w.ID)
+	dir, err := l.fleet.EnsureWorktree(ctx, w.ID)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrWorkerTree, err)
 	}
@@ -274,15 +240,4 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), "failed"
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
-}
-
-// adoptIsolation records the isolation the fleet runs with. A fleet still
-// at work (live panes, running processes) keeps the one it started with:
-// its agents would edit where the lead no longer looks.
-func (l *Loop) adoptIsolation(inUse bool) error {
-	if inUse && l.st.Isolation != "" && l.st.Isolation != l.conf.Isolation {
-		return fmt.Errorf("%w: the fleet runs with isolation %s, not %s; stop it with orch down first", ErrNoFleet, l.st.Isolation, l.conf.Isolation)
-	}
-	l.st.Isolation = l.conf.Isolation
-	return nil
 }

@@ -1,0 +1,174 @@
+package fleet
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// Config is what a fleet is built from.
+type Config struct {
+	Root    string // repo root
+	OrchDir string // its .orch/
+	Repo    *git.Repo
+	// Panes says whether the fleet talks to tmux: a tmux fleet, or one
+	// from an earlier run that may still be there.
+	Panes      bool
+	TmuxSocket string // tmux -L socket, empty for the user's default server
+	Agent      string // the --agent command, when Profile is nil
+	// Profile, when set, is what Agent resolved to: each worker runs its
+	// interactive (or headless) command with its hooks installed.
+	Profile *agent.Profile
+	BinDir  string // holds orch-notify; put first on the workers' PATH
+	// Isolation is config.Worktree or config.Shared; Permissions are
+	// orch.yaml's, handed to the agent's preparation.
+	Isolation   string
+	Permissions string
+	// BrokerURL and Prefix are how a worker reaches the broker.
+	BrokerURL, Prefix string
+	// Setup runs orch.yaml's setup command in a worktree (nil: none). It
+	// is the one piece of the setup run the fleet does not own: the
+	// command's process group is tracked with the gates'.
+	Setup  func(dir, plan, worker string) error
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Fault kills the process at a fault-injection point (tests only).
+	Fault func(point string)
+}
+
+// Death is a pane process that exited.
+type Death struct {
+	Worker, Pane string
+	PID          int
+}
+
+// Exit is a headless process that ended.
+type Exit struct {
+	Worker, Plan string
+	Attempt, PID int
+	How          string // "exit status 0", "killed by signal ...", or UnknownStatus in it
+}
+
+// SetupDone is the end of one setup command run.
+type SetupDone struct {
+	Plan, Worker string
+	Attempt      int   // the plan's Preparing when it started
+	Err          error // nil: it passed
+}
+
+// Lost is a plan whose worker's pane (or unstarted headless process) was
+// gone when the fleet came up.
+type Lost struct {
+	Worker, Pane, Plan string
+	Attempt            int // the plan's attempt the worker held
+}
+
+// Fleet is the workers of one orch serve. Its goroutines (pane and
+// process watchers, the screen watch, setup runs) report on its channels
+// and never block once it is closed.
+type Fleet struct {
+	cfg    Config
+	log    *slog.Logger
+	tmux   *tmux.Client // nil without panes
+	deaths chan Death
+	exits  chan Exit
+	// screens are panes whose screen changed (WatchScreens).
+	screens chan string
+	setups  chan SetupDone
+	// screenWatch is set while the control-mode client that reports the
+	// panes' output runs.
+	screenWatch atomic.Bool
+	// stopR is readable once the fleet is closed: it wakes the watchers.
+	stopR, stopW int
+	// done is closed by Close, so no goroutine blocks on a send.
+	done      chan struct{}
+	closeOnce sync.Once
+	// lost and pending are what Up found gone, for the loop to report once
+	// the stream is caught up (TakeLost, TakeExits).
+	lost    []Lost
+	pending []Exit
+}
+
+// New builds the fleet; Close releases it.
+func New(cfg Config) (*Fleet, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Fault == nil {
+		cfg.Fault = func(string) {}
+	}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, deaths: make(chan Death, 64), exits: make(chan Exit, 64),
+		screens: make(chan string, 256), setups: make(chan SetupDone, 64), done: make(chan struct{})}
+	var stop [2]int
+	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f.stopR, f.stopW = stop[0], stop[1]
+	if cfg.Panes {
+		f.tmux = tmux.New(cfg.TmuxSocket)
+	}
+	return f, nil
+}
+
+// Close stops the watchers (closing the pipe's write end wakes every one)
+// and lets every pending report go. A second Close does nothing.
+func (f *Fleet) Close() {
+	f.closeOnce.Do(func() {
+		close(f.done)
+		unix.Close(f.stopW)
+		unix.Close(f.stopR)
+	})
+}
+
+// Deaths reports pane processes that exited.
+func (f *Fleet) Deaths() <-chan Death { return f.deaths }
+
+// Exits reports headless processes that ended.
+func (f *Fleet) Exits() <-chan Exit { return f.exits }
+
+// Screens reports panes whose screen changed.
+func (f *Fleet) Screens() <-chan string { return f.screens }
+
+// Setups reports setup commands that ended.
+func (f *Fleet) Setups() <-chan SetupDone { return f.setups }
+
+// Panes says whether the fleet talks to tmux (a loop without a fleet, as
+// in a handler's unit test, has no panes).
+func (f *Fleet) Panes() bool { return f != nil && f.tmux != nil }
+
+// ScreenWatch says whether the screen watch runs (typed lines wait for
+// their echo only then).
+func (f *Fleet) ScreenWatch() bool { return f.screenWatch.Load() }
+
+// TakeLost returns, once, the plans Up found lost.
+func (f *Fleet) TakeLost() []Lost {
+	l := f.lost
+	f.lost = nil
+	return l
+}
+
+// TakeExits returns, once, the headless processes Up found gone.
+func (f *Fleet) TakeExits() []Exit {
+	p := f.pending
+	f.pending = nil
+	return p
+}
+
+// send delivers v on ch unless the fleet is closed.
+func send[T any](f *Fleet, ch chan T, v T) {
+	select {
+	case ch <- v:
+	case <-f.done:
+	}
+}
