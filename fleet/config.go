@@ -23,7 +23,10 @@ type Config struct {
 	// from an earlier run that may still be there.
 	Panes      bool
 	TmuxSocket string // tmux -L socket, empty for the user's default server
-	Agent      string // the --agent command, when Profile is nil
+	// Tmux is the client the fleet talks through (nil: one on TmuxSocket
+	// with the OS runner); unit tests give it the strict fake.
+	Tmux  *tmux.Client
+	Agent string // the --agent command, when Profile is nil
 	// Profile, when set, is what Agent resolved to: each worker runs its
 	// interactive (or headless) command with its hooks installed.
 	Profile *agent.Profile
@@ -116,7 +119,10 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	f.stopR, f.stopW = stop[0], stop[1]
 	if cfg.Panes {
-		f.tmux = tmux.New(cfg.TmuxSocket)
+		f.tmux = cfg.Tmux
+		if f.tmux == nil {
+			f.tmux = tmux.New(cfg.TmuxSocket)
+		}
 	}
 	return f, nil
 }

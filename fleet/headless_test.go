@@ -2,8 +2,11 @@ package fleet
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/orch-dev/orch/internal/state"
 )
 
 func TestLastLogLine(t *testing.T) {
@@ -53,5 +56,39 @@ func TestCapLog(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(small); string(got) != "short\n" {
 		t.Fatalf("a short log changed: %q", got)
+	}
+}
+
+// UpHeadless keeps what it found gone for the loop: a recorded process
+// that no longer runs is an exit of unknown status, and a plan whose
+// process was never recorded (the lead stopped before its go) is lost.
+func TestUpHeadlessFindsGone(t *testing.T) {
+	fl := testFleet(t, Config{Agent: "true"})
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	st := state.New()
+	st.Plans["p"] = &state.Run{Name: "p", State: state.PlanRunning, Worker: "w2", Attempts: 2}
+	st.Plans["q"] = &state.Run{Name: "q", State: state.PlanDispatched, Worker: "w1", Attempts: 1}
+	st.Workers = []*state.Worker{
+		{ID: "w2", State: state.WorkerBusy, Plan: "p", PID: gone.Process.Pid, Headless: true},
+		{ID: "w1", State: state.WorkerBusy, Plan: "q", Headless: true},
+	}
+	if err := fl.UpHeadless(st, 2); err != nil {
+		t.Fatal(err)
+	}
+	if st.Workers[0].ID != "w1" {
+		t.Fatalf("workers not in order: %s first", st.Workers[0].ID)
+	}
+	want := Exit{Worker: "w2", Plan: "p", Attempt: 2, PID: gone.Process.Pid, How: "ended while orch serve was down (" + UnknownStatus + ")"}
+	if exits := fl.TakeExits(); len(exits) != 1 || exits[0] != want {
+		t.Fatalf("exits %+v; want %+v", exits, want)
+	}
+	if lost := fl.TakeLost(); len(lost) != 1 || lost[0] != (Lost{Worker: "w1", Plan: "q", Attempt: 1}) {
+		t.Fatalf("lost %+v", lost)
+	}
+	if len(fl.TakeExits())+len(fl.TakeLost()) != 0 {
+		t.Fatal("taken twice")
 	}
 }
