@@ -276,9 +276,13 @@ func (f *Fleet) WatchPane(worker, pane string, pid int) {
 // PaneAlive says whether w's recorded pane is still there and provably w's
 // (false when tmux itself is missing or its server is gone).
 func (f *Fleet) PaneAlive(w *state.Worker) bool {
+	c := f.cfg.Tmux // a headless fleet has no client of its own
+	if c == nil {
+		c = tmux.New(f.cfg.TmuxSocket)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return tmux.New(f.cfg.TmuxSocket).ProvePane(ctx, w.Pane, w.ID, false) == nil
+	return c.ProvePane(ctx, w.Pane, w.ID, false) == nil
 }
 
 // CheckPane proves that w's pane is w's: a live pane whose @orch_worker

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/plans"
 )
 
 // FaultEnv names the fault-injection point at which orch serve kills itself
@@ -171,7 +169,7 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 			return
 		}
 	}
-	shown := strings.Contains(strings.ReplaceAll(screen, "\n", ""), plans.RelPlanPath(p.Name))
+	shown := fleet.CountLine(screen, p.Name) > 0
 	if !c.resent && !p.Resent {
 		// The line on screen means it was typed but perhaps not submitted
 		// (an Enter lost to a crash): press Enter only, never type it twice.
