@@ -55,7 +55,7 @@ func ShellQuote(s string) string {
 }
 
 // LivePID is the running headless process of worker w, if any. Every
-// agent process has its pid saved before it starts (see startHeadless).
+// agent process has its pid saved before it starts (see Spawn).
 func LivePID(orchDir string, w *state.Worker) int {
 	if w.PID != 0 && IsWorkerProcess(w.PID, w.ID, orchDir) {
 		return w.PID

@@ -78,7 +78,7 @@ func (f *Fleet) UpHeadless(st *state.State, workers int) error {
 			w.State, w.Reason = state.WorkerIdle, ""
 		}
 		if p := st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == w.ID {
-			continue // its setup command runs again (resumeSetups); no process yet
+			continue // its setup command runs again (the loop's resumeSetups); no process yet
 		}
 		if w.PID == 0 && w.Plan != "" {
 			// Dispatched, but the lead stopped before it recorded the
