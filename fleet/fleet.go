@@ -13,10 +13,12 @@
 // earlier loop started), a pane's output on Screens (WatchScreens, one
 // control-mode client), a setup command's end on Setups (RunSetup). What
 // Up found gone at start waits for the loop (TakeLost, TakeExits) until
-// the stream has caught up. Typing into a pane (screens.go, panes.go) and
-// a worker's command line and environment (agentcmd.go) are mechanics;
-// what a screen means for a plan is the loop's to decide. Close wakes
-// every watcher and lets every pending report go.
+// the stream has caught up. A worker's worktree is made by EnsureWorktree
+// (worktree.go) and gets the .worktreeinclude files (include.go). Typing
+// into a pane (screens.go, panes.go) and a worker's command line and
+// environment (agentcmd.go) are mechanics; what a screen means for a plan
+// is the loop's to decide. Close wakes every watcher and lets every
+// pending report go.
 package fleet
 
 import (

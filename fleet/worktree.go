@@ -12,9 +12,9 @@ import (
 
 // Worktree isolation. Each worker wN edits its own linked git worktree,
 // .orch/worktrees/wN (WorktreeDir); a plan is worked on a branch
-// orch/<plan> (PlanBranch). The fleet makes the worktrees and copies the
-// .worktreeinclude files into them; what goes on their branches is the
-// loop's and the harvest's.
+// orch/<plan> (PlanBranch). The fleet makes the worktrees (the
+// .worktreeinclude files are copied in by CopyIncludes); what goes on
+// their branches is the loop's and the harvest's.
 
 // Isolated reports whether workers edit their own worktrees.
 func (f *Fleet) Isolated() bool { return f.cfg.Isolation == config.Worktree }
