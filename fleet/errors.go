@@ -8,3 +8,13 @@ var ErrNoFleet = errors.New("no such worker in the fleet")
 
 // ErrInclude is an unusable .worktreeinclude.
 var ErrInclude = errors.New("bad " + IncludeFile)
+
+// ErrBranchHeld is a plan branch checked out outside orch's worktrees.
+var ErrBranchHeld = errors.New("plan branch in use")
+
+// ErrWorkerTree is git refusing in the worker's own worktree.
+var ErrWorkerTree = errors.New("worktree refused")
+
+// ErrPlanContent is a plan whose branch cannot take its plan folder (a
+// symlink where plans/<name> should be).
+var ErrPlanContent = errors.New("plan folder cannot be brought over")

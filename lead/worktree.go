@@ -4,19 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
-	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/integrate"
-	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/plans"
 )
 
 // Worktree isolation. Each worker wN edits its own linked git worktree,
@@ -35,116 +30,19 @@ func (l *Loop) isolated() bool { return l.conf.Isolation == config.Worktree }
 // shared isolation.
 func (l *Loop) workDir(id string) string { return fleet.WorkDir(l.cfg.Root, l.conf.Isolation, id) }
 
-// prepare readies worker w's worktree for plan p before the dispatch line
-// is typed: what the worker left from its last plan is committed on that
-// plan's branch, the plan's branch is checked out (made at its base the
-// first time; a later attempt goes on where the last one stopped), the
-// plan folder is brought over, .worktreeinclude files are copied, and the
-// setup command runs. An error means the worker does not get the plan.
+// prepare readies worker w's worktree for plan p (fleet.Prepare) and
+// records the plan's base commit.
 func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error {
-	// What is wrong with the plan or the repo is found before any worker's
-	// worktree is touched, so it is never blamed on a worker.
-	if _, err := fleet.Includes(ctx, l.repo); err != nil {
-		return err
+	verifies := ""
+	if parent := l.st.Plans[p.VerifyOf]; parent != nil {
+		verifies = parent.Name
 	}
-	branch := fleet.PlanBranch(p.Name)
-	if err := l.repo.CheckBranchName(ctx, branch); err != nil {
-		return fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
-	}
-	dir, err := l.fleet.EnsureWorktree(ctx, w.ID)
+	base, err := l.fleet.Prepare(ctx, p.Name, w.ID, p.Base, verifies)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrWorkerTree, err)
-	}
-	wt := l.repo.At(dir)
-	if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
-		return fmt.Errorf("%w: %w", ErrWorkerTree, err)
-	}
-	// A branch is checked out in one worktree at a time: the worker that
-	// had this plan before lets go of it (its leftovers saved first).
-	if holder, err := l.repo.WorktreeOf(ctx, branch); err != nil {
-		return err
-	} else if holder != "" && filepath.Clean(holder) != filepath.Clean(dir) {
-		if filepath.Dir(filepath.Clean(holder)) != filepath.Join(l.orchDir, orchdir.Worktrees) {
-			// Someone's own checkout: never commit in it or move it.
-			return fmt.Errorf("%w: %s is checked out in %s; switch that checkout to another branch, then orch dispatch %s again", ErrBranchHeld, branch, holder, p.Name)
-		}
-		other := l.repo.At(holder)
-		if err := l.saveLeftovers(ctx, other, filepath.Base(holder)); err != nil {
-			return err
-		}
-		if err := other.Detach(ctx, "HEAD"); err != nil {
-			return err
-		}
-	}
-	if p.Base == "" {
-		base := "HEAD"
-		if parent := l.st.Plans[p.VerifyOf]; parent != nil {
-			if sha, err := l.repo.RevParse(ctx, "refs/heads/"+fleet.PlanBranch(parent.Name)); err == nil {
-				base = sha
-			}
-		}
-		if p.Base, err = l.repo.RevParse(ctx, base); err != nil {
-			return err
-		}
-	}
-	created, err := wt.SwitchNew(ctx, branch, p.Base)
-	if err != nil {
-		// The worker's fault only if its worktree fails on its own, too;
-		// otherwise the plan's branch is what git refused.
-		if serr := wt.Healthy(ctx); serr != nil {
-			return fmt.Errorf("%w: %w", ErrWorkerTree, err)
-		}
 		return err
 	}
-	if err := l.syncPlanFolder(p.Name, dir); err != nil {
-		return fmt.Errorf("%w: %w", ErrPlanContent, err)
-	}
-	if err := fleet.CopyIncludes(ctx, l.repo, dir); err != nil {
-		return err
-	}
-	l.log.Info("worktree ready", "plan", p.Name, "worker", w.ID, "branch", branch, "base", short(p.Base), "new", created)
+	p.Base = base
 	return nil
-}
-
-// ErrBranchHeld is a plan branch checked out outside orch's worktrees.
-var ErrBranchHeld = errors.New("plan branch in use")
-
-// ErrWorkerTree is git refusing in the worker's own worktree.
-var ErrWorkerTree = errors.New("worktree refused")
-
-// ErrPlanContent is a plan whose branch cannot take its plan folder (a
-// symlink where plans/<name> should be).
-var ErrPlanContent = errors.New("plan folder cannot be brought over")
-
-// saveLeftovers commits whatever is uncommitted in a worktree onto its
-// branch, so switching branches never carries or loses work. On a detached
-// HEAD there is no branch to keep it on: it is left in place.
-func (l *Loop) saveLeftovers(ctx context.Context, wt *git.Repo, id string) error {
-	branch, err := wt.CurrentBranch(ctx)
-	if err != nil || branch == "" {
-		return err
-	}
-	skip, err := fleet.Includes(ctx, l.repo)
-	if err != nil {
-		return err
-	}
-	sha, err := wt.CommitAll(ctx, fmt.Sprintf("%s: work left by %s\n\nWorker: %s\n", branch, id, id), skip...)
-	if err == nil && sha != "" {
-		l.log.Info("leftover work committed on its branch", "worker", id, "branch", branch, "commit", short(sha))
-	}
-	return err
-}
-
-// syncPlanFolder copies the repo's PLAN.md of a plan into a worktree when
-// the branch does not have it as it is (a verification round's plan is
-// committed on the base branch, not on the branch it verifies).
-func (l *Loop) syncPlanFolder(name, dir string) error {
-	rel := filepath.Join(plans.Dir, name, plans.PlanFile)
-	src, err := os.ReadFile(filepath.Join(l.cfg.Root, rel))
-	if err != nil {
-		return fmt.Errorf("plan %s: %w", name, err)
-	}
-	return fleet.WriteIn(dir, filepath.ToSlash(rel), src, 0o644)
 }
 
 // prepareFailed records a plan whose worktree could not be readied, and
@@ -165,7 +63,7 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 	stamp := now.UnixNano()
 	next := holdPlan
 	switch {
-	case errors.Is(err, gates.ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, ErrBranchHeld), errors.Is(err, ErrPlanContent):
+	case errors.Is(err, gates.ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, fleet.ErrBranchHeld), errors.Is(err, fleet.ErrPlanContent):
 		p.Attempts++
 		p.State, p.Reason, p.Worker, p.Updated = state.PlanFailed, reason, w.ID, now
 		cb := event.NewCallback(event.CallbackFailed, fmt.Sprintf("prepare-%s-%d-%d", p.Name, p.Attempts, stamp), p.Name, w.ID, reason, "")
@@ -176,7 +74,7 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 			// fix): one plan per event fails, not the whole queue at once.
 			next = stop
 		}
-	case errors.Is(err, ErrWorkerTree):
+	case errors.Is(err, fleet.ErrWorkerTree):
 		p.Reason = reason
 		if p.Target == w.ID {
 			p.Target = "" // pinned to a worker now out of use: free to go elsewhere
@@ -220,13 +118,8 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		if w := l.st.Worker(p.Worker); w != nil && w.Plan == "" && l.isolated() {
 			// What the worker left since its done stays on the branch; then
 			// the worktree lets go of it.
-			wt := l.repo.At(l.workDir(w.ID))
-			if b, err := wt.CurrentBranch(ctx); err == nil && b == fleet.PlanBranch(p.Name) {
-				if err := l.saveLeftovers(ctx, wt, w.ID); err != nil {
-					l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
-				} else if err := wt.Detach(ctx, "HEAD"); err != nil {
-					l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
-				}
+			if err := fleet.LetGo(ctx, l.repo, l.workDir(w.ID), w.ID, p.Name, l.log); err != nil {
+				l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
 			}
 		}
 		l.log.Info("integrated", "plan", p.Name, "commit", short(status))

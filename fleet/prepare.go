@@ -1,0 +1,146 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/plans"
+)
+
+// Prepare readies worker id's worktree for plan before the dispatch line
+// is typed: what the worker left from its last plan is committed on that
+// plan's branch, the plan's branch is checked out (made at its base the
+// first time; a later attempt goes on where the last one stopped), the
+// plan folder is brought over, .worktreeinclude files are copied, and the
+// setup command runs (the loop starts it). base is the commit the plan's
+// branch was made from, "" at the plan's first dispatch: then it is the
+// base branch's head, or for a verification round (verifies: the plan it
+// verifies) the head of that plan's branch, so the verifier sees the work.
+// Prepare returns the base. An error means the worker does not get the
+// plan; its kind (ErrWorkerTree, ErrBranchHeld, ErrPlanContent,
+// ErrInclude) says whose fault it is.
+func (f *Fleet) Prepare(ctx context.Context, plan, id, base, verifies string) (string, error) {
+	repo := f.cfg.Repo
+	// What is wrong with the plan or the repo is found before any worker's
+	// worktree is touched, so it is never blamed on a worker.
+	skip, err := Includes(ctx, repo)
+	if err != nil {
+		return "", err
+	}
+	branch := PlanBranch(plan)
+	if err := repo.CheckBranchName(ctx, branch); err != nil {
+		return "", fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
+	}
+	dir, err := f.EnsureWorktree(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+	}
+	wt := repo.At(dir)
+	if err := saveLeftovers(ctx, wt, id, skip, f.log); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+	}
+	// A branch is checked out in one worktree at a time: the worker that
+	// had this plan before lets go of it (its leftovers saved first).
+	if holder, err := repo.WorktreeOf(ctx, branch); err != nil {
+		return "", err
+	} else if holder != "" && filepath.Clean(holder) != filepath.Clean(dir) {
+		if filepath.Dir(filepath.Clean(holder)) != filepath.Join(f.cfg.OrchDir, orchdir.Worktrees) {
+			// Someone's own checkout: never commit in it or move it.
+			return "", fmt.Errorf("%w: %s is checked out in %s; switch that checkout to another branch, then orch dispatch %s again", ErrBranchHeld, branch, holder, plan)
+		}
+		other := repo.At(holder)
+		if err := saveLeftovers(ctx, other, filepath.Base(holder), skip, f.log); err != nil {
+			return "", err
+		}
+		if err := other.Detach(ctx, "HEAD"); err != nil {
+			return "", err
+		}
+	}
+	if base == "" {
+		from := "HEAD"
+		if verifies != "" {
+			if sha, err := repo.RevParse(ctx, "refs/heads/"+PlanBranch(verifies)); err == nil {
+				from = sha
+			}
+		}
+		if base, err = repo.RevParse(ctx, from); err != nil {
+			return "", err
+		}
+	}
+	created, err := wt.SwitchNew(ctx, branch, base)
+	if err != nil {
+		// The worker's fault only if its worktree fails on its own, too;
+		// otherwise the plan's branch is what git refused.
+		if serr := wt.Healthy(ctx); serr != nil {
+			return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+		}
+		return "", err
+	}
+	if err := f.syncPlanFolder(plan, dir); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrPlanContent, err)
+	}
+	if err := CopyIncludes(ctx, repo, dir); err != nil {
+		return "", err
+	}
+	f.log.Info("worktree ready", "plan", plan, "worker", id, "branch", branch, "base", short(base), "new", created)
+	return base, nil
+}
+
+// saveLeftovers commits whatever is uncommitted in a worktree onto its
+// branch, so switching branches never carries or loses work. On a detached
+// HEAD there is no branch to keep it on: it is left in place.
+// skip: the .worktreeinclude paths, never committed.
+func saveLeftovers(ctx context.Context, wt *git.Repo, id string, skip []string, log *slog.Logger) error {
+	branch, err := wt.CurrentBranch(ctx)
+	if err != nil || branch == "" {
+		return err
+	}
+	sha, err := wt.CommitAll(ctx, fmt.Sprintf("%s: work left by %s\n\nWorker: %s\n", branch, id, id), skip...)
+	if err == nil && sha != "" {
+		log.Info("leftover work committed on its branch", "worker", id, "branch", branch, "commit", short(sha))
+	}
+	return err
+}
+
+// LetGo has the worktree at dir (worker id's) let go of plan's branch once
+// the plan is integrated: what the worker left since its done is
+// committed on the branch, then the worktree is detached where the branch
+// is. A worktree on another branch is left as it is.
+func LetGo(ctx context.Context, repo *git.Repo, dir, id, plan string, log *slog.Logger) error {
+	wt := repo.At(dir)
+	if b, err := wt.CurrentBranch(ctx); err != nil || b != PlanBranch(plan) {
+		return err
+	}
+	skip, err := Includes(ctx, repo)
+	if err != nil {
+		return err
+	}
+	if err := saveLeftovers(ctx, wt, id, skip, log); err != nil {
+		return err
+	}
+	return wt.Detach(ctx, "HEAD")
+}
+
+// syncPlanFolder copies the repo's PLAN.md of a plan into a worktree when
+// the branch does not have it as it is (a verification round's plan is
+// committed on the base branch, not on the branch it verifies).
+func (f *Fleet) syncPlanFolder(name, dir string) error {
+	rel := filepath.Join(plans.Dir, name, plans.PlanFile)
+	src, err := os.ReadFile(filepath.Join(f.cfg.Root, rel))
+	if err != nil {
+		return fmt.Errorf("plan %s: %w", name, err)
+	}
+	return WriteIn(dir, filepath.ToSlash(rel), src, 0o644)
+}
+
+func short(sha string) string {
+	if len(sha) > 10 {
+		return sha[:10]
+	}
+	return sha
+}
