@@ -227,7 +227,7 @@ func (l *Loop) retype(ctx context.Context, w *state.Worker, plan string, shown b
 // that the pane is still w's: a pane that cannot be proven to be the right
 // worker is never typed into.
 func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error {
-	line, err := DispatchLine(plan, l.fleet.NotifyBin())
+	line, err := fleet.DispatchLine(plan, l.fleet.NotifyBin())
 	if err != nil {
 		return err
 	}

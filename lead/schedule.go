@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
@@ -165,7 +166,7 @@ const (
 
 // dispatchTo hands p to w and says how the scheduler goes on.
 func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) outcome {
-	if _, err := DispatchLine(p.Name, l.fleet.NotifyBin()); err != nil { // names are validated on the way in; this is a second guard
+	if _, err := fleet.DispatchLine(p.Name, l.fleet.NotifyBin()); err != nil { // names are validated on the way in; this is a second guard
 		p.State, p.Reason = state.PlanFailed, err.Error()
 		l.save()
 		return stop

@@ -1,10 +1,9 @@
-package lead
+package fleet
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -25,7 +24,7 @@ func DispatchLine(name, notify string) (string, error) {
 		return "", fmt.Errorf("orch-notify's path %q spans lines: move orch-notify to a folder without a newline in its name", notify)
 	}
 	if strings.ContainsAny(notify, " \t\n\r'\"$`\\;&|<>(){}*?[]#~") {
-		notify = fleet.ShellQuote(notify)
+		notify = ShellQuote(notify)
 	}
 	return fmt.Sprintf("Read %s and execute it exactly. First run %s started %s. Write %s. "+
 		"Last step: run %s done %s \"<one-line status>\" (or %s blocked %s \"<reason>\").",
