@@ -72,7 +72,7 @@ func (l *Loop) queueRound(ctx context.Context, p *state.Run) error {
 	v := p.Verification
 	name := plans.RoundName(p.Name, v.Run, v.Round)
 	if _, err := plans.Load(l.cfg.Root, name); errors.Is(err, plans.ErrNoPlan) {
-		if err := plans.Write(l.cfg.Root, &plans.Plan{Name: name, Priority: 10, Body: l.brief(p, name)}); err != nil {
+		if err := plans.Write(l.cfg.Root, &plans.Plan{Name: name, Priority: 10, Body: plans.Brief(p.Name, p.Verification, name)}); err != nil {
 			return fmt.Errorf("verify %s: %w", p.Name, err)
 		}
 	} else if err != nil {
@@ -102,31 +102,6 @@ func (l *Loop) queueRound(ctx context.Context, p *state.Run) error {
 	return nil
 }
 
-// brief is the neutral task of a verification round: it asks whether each
-// claim holds and never says what the answer should be.
-func (l *Loop) brief(p *state.Run, name string) string {
-	v := p.Verification
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Verify the claims of %s (round %d of %d)\n\n", p.Name, v.Round, v.Rounds)
-	fmt.Fprintf(&b, "Another worker carried out %s and wrote %s.\n", plans.RelPlanPath(p.Name), plans.RelResultPath(p.Name))
-	b.WriteString("Verify whether each claim below holds. Try to refute it. Run the commands yourself; do not take\n")
-	b.WriteString("the result file's word for anything. Change no file except your own RESULT.md.\n\n## Claims\n")
-	for i, c := range v.Claims {
-		fmt.Fprintf(&b, "%d. %s\n", i+1, c)
-	}
-	if v.Round > 1 {
-		b.WriteString("\n## Earlier verdicts\nA previous round concluded the following. A verdict is not evidence: check each claim again\n")
-		b.WriteString("and try to refute it.\n")
-		for _, r := range v.Matrix {
-			fmt.Fprintf(&b, "- claim %d, round %d: %s (%s)\n", r.Claim, r.Round, r.Verdict, r.Evidence)
-		}
-	}
-	fmt.Fprintf(&b, "\n## What to write\nWrite %s with a section \"## Verdicts\": one line per claim, in the form\n", plans.RelResultPath(name))
-	b.WriteString("`N. VERDICT: evidence`, where VERDICT is CONFIRMED, REFUTED or UNVERIFIABLE and the evidence\n")
-	b.WriteString("says what you ran and what it showed.\n")
-	return b.String()
-}
-
 // verdicts finishes a verification plan: its verdicts are read strictly,
 // the matrix grows, and the parent goes to its next round or is decided.
 func (l *Loop) verdicts(ctx context.Context, vp *state.Run, w *state.Worker) (*event.Callback, error) {
@@ -151,21 +126,15 @@ func (l *Loop) verdicts(ctx context.Context, vp *state.Run, w *state.Worker) (*e
 		}
 		return event.NewCallback(event.CallbackFailed, vp.DoneEvent, parent.Name, vp.Worker, parent.Reason, ""), nil
 	}
-	for _, g := range got {
-		v.Matrix = append(v.Matrix, plans.MatrixRow{Claim: g.Claim, Text: v.Claims[g.Claim-1], Round: vp.Round, Verifier: vp.Worker, Verdict: g.Verdict, Evidence: g.Evidence})
-	}
-	for _, g := range got {
-		if g.Verdict != plans.Confirmed {
-			v.Outcome = string(state.PlanRefuted)
-			parent.State, parent.Reason, parent.Updated = state.PlanRefuted,
-				fmt.Sprintf("claim %d %s by %s in round %d: %s", g.Claim, strings.ToLower(g.Verdict), vp.Worker, vp.Round, g.Evidence), l.cfg.Now().UTC()
-			if err := l.commitMatrix(ctx, parent); err != nil {
-				return nil, err
-			}
-			l.log.Warn("refuted", "plan", parent.Name, "claim", g.Claim, "verifier", vp.Worker, "verdict", g.Verdict)
-			cb := event.NewCallback(event.CallbackRefuted, vp.DoneEvent, parent.Name, vp.Worker, fmt.Sprintf("claim %d (%s)", g.Claim, vp.Worker), parent.Result)
-			return cb, nil
+	if g := v.Record(vp.Round, vp.Worker, got); g != nil {
+		v.Outcome = string(state.PlanRefuted)
+		parent.State, parent.Reason, parent.Updated = state.PlanRefuted,
+			fmt.Sprintf("claim %d %s by %s in round %d: %s", g.Claim, strings.ToLower(g.Verdict), vp.Worker, vp.Round, g.Evidence), l.cfg.Now().UTC()
+		if err := l.commitMatrix(ctx, parent); err != nil {
+			return nil, err
 		}
+		l.log.Warn("refuted", "plan", parent.Name, "claim", g.Claim, "verifier", vp.Worker, "verdict", g.Verdict)
+		return event.NewCallback(event.CallbackRefuted, vp.DoneEvent, parent.Name, vp.Worker, fmt.Sprintf("claim %d (%s)", g.Claim, vp.Worker), parent.Result), nil
 	}
 	if v.Round < v.Rounds {
 		v.Round++

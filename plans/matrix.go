@@ -58,3 +58,42 @@ func RenderMatrix(plan string, v *Verification) string {
 	}
 	return b.String()
 }
+
+// Brief is the neutral task of plan's verification in its current round,
+// the body of the round's plan name: it asks whether each claim holds and
+// never says what the answer should be.
+func Brief(plan string, v *Verification, name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Verify the claims of %s (round %d of %d)\n\n", plan, v.Round, v.Rounds)
+	fmt.Fprintf(&b, "Another worker carried out %s and wrote %s.\n", RelPlanPath(plan), RelResultPath(plan))
+	b.WriteString("Verify whether each claim below holds. Try to refute it. Run the commands yourself; do not take\n")
+	b.WriteString("the result file's word for anything. Change no file except your own RESULT.md.\n\n## Claims\n")
+	for i, c := range v.Claims {
+		fmt.Fprintf(&b, "%d. %s\n", i+1, c)
+	}
+	if v.Round > 1 {
+		b.WriteString("\n## Earlier verdicts\nA previous round concluded the following. A verdict is not evidence: check each claim again\n")
+		b.WriteString("and try to refute it.\n")
+		for _, r := range v.Matrix {
+			fmt.Fprintf(&b, "- claim %d, round %d: %s (%s)\n", r.Claim, r.Round, r.Verdict, r.Evidence)
+		}
+	}
+	fmt.Fprintf(&b, "\n## What to write\nWrite %s with a section \"## Verdicts\": one line per claim, in the form\n", RelResultPath(name))
+	b.WriteString("`N. VERDICT: evidence`, where VERDICT is CONFIRMED, REFUTED or UNVERIFIABLE and the evidence\n")
+	b.WriteString("says what you ran and what it showed.\n")
+	return b.String()
+}
+
+// Record adds a round's verdicts (by verifier) to the matrix and returns
+// the first that does not confirm its claim, or nil when all do.
+func (v *Verification) Record(round int, verifier string, got []Verdict) *Verdict {
+	for _, g := range got {
+		v.Matrix = append(v.Matrix, MatrixRow{Claim: g.Claim, Text: v.Claims[g.Claim-1], Round: round, Verifier: verifier, Verdict: g.Verdict, Evidence: g.Evidence})
+	}
+	for i := range got {
+		if got[i].Verdict != Confirmed {
+			return &got[i]
+		}
+	}
+	return nil
+}
