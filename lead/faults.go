@@ -48,7 +48,7 @@ func retryBackoff(m jetstream.Msg) time.Duration {
 
 // died handles a worker whose program ended: the worker is dead, its plan
 // is queued again once, and fails the second time.
-func (l *Loop) died(e event.Event) (*event.Callback, string) {
+func (l *Loop) died(e event.Event) (*event.Callback, note) {
 	w := l.st.Worker(e.Worker)
 	if w == nil {
 		return nil, l.refuse(e, "unknown worker "+e.Worker)
@@ -57,10 +57,10 @@ func (l *Loop) died(e event.Event) (*event.Callback, string) {
 		return nil, l.refuse(e, "a died event must name the pane that ended (ORCH_PANE)")
 	}
 	if e.Pane != w.Pane {
-		return nil, fmt.Sprintf("ignored: pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane)
+		return nil, ignoring(fmt.Sprintf("pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane))
 	}
 	if w.State == state.WorkerDead {
-		return nil, "ignored: already dead"
+		return nil, ignoring("already dead")
 	}
 	now := l.cfg.Now().UTC()
 	reason := e.Status
@@ -73,7 +73,7 @@ func (l *Loop) died(e event.Event) (*event.Callback, string) {
 	l.log.Warn("worker died", "worker", w.ID, "pane", e.Pane, "reason", reason, "plan", plan)
 	p := l.st.Plans[plan]
 	if p == nil || p.Worker != w.ID || (p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
-		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason, ""), "worker dead"
+		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason, ""), noted("worker dead")
 	}
 	return l.requeueOrFail(e, w, p, reason)
 }
@@ -82,24 +82,24 @@ func (l *Loop) died(e event.Event) (*event.Callback, string) {
 // already has a new pane): by now every event sent before the loss has been
 // handled, so if the plan is still held, its work is lost and it is queued
 // again (once), and the worker, in its new pane, is free.
-func (l *Loop) lostPane(e event.Event) (*event.Callback, string) {
+func (l *Loop) lostPane(e event.Event) (*event.Callback, note) {
 	w := l.st.Worker(e.Worker)
 	if w == nil {
 		return nil, l.refuse(e, "unknown worker "+e.Worker)
 	}
 	p := l.st.Plans[e.Plan]
 	if e.Attempt != 0 && p != nil && p.Attempts != e.Attempt {
-		return nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, e.Plan, p.Attempts)
+		return nil, ignoring(fmt.Sprintf("about attempt %d of %s, which is at attempt %d", e.Attempt, e.Plan, p.Attempts))
 	}
 	if p != nil && p.State == state.PlanQueued && p.Preparing != 0 && p.Worker == w.ID {
 		// Only its setup was running (in the worktree, which outlives the
 		// pane): it runs again, and the new pane gets the line.
-		return nil, "ignored: " + w.ID + " was only preparing " + e.Plan
+		return nil, ignoring(w.ID + " was only preparing " + e.Plan)
 	}
 	if e.Attempt == 0 && w.PID != 0 {
 		// A record from before attempts were named, about a worker whose
 		// process now runs (a later attempt): not about that one.
-		return nil, "ignored: " + w.ID + " runs a process now"
+		return nil, ignoring(w.ID + " runs a process now")
 	}
 	if w.Plan == e.Plan && w.PID == 0 {
 		w.Plan = ""
@@ -108,22 +108,22 @@ func (l *Loop) lostPane(e event.Event) (*event.Callback, string) {
 		}
 	}
 	if p == nil || p.Worker != w.ID || (p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
-		return nil, "ignored: plan " + e.Plan + " no longer held by " + w.ID
+		return nil, ignoring("plan " + e.Plan + " no longer held by " + w.ID)
 	}
 	return l.requeueOrFail(e, w, p, e.Status)
 }
 
 // requeueOrFail queues a plan whose worker was lost again, once; the second
 // loss fails it.
-func (l *Loop) requeueOrFail(e event.Event, w *state.Worker, p *state.Run, reason string) (*event.Callback, string) {
+func (l *Loop) requeueOrFail(e event.Event, w *state.Worker, p *state.Run, reason string) (*event.Callback, note) {
 	now := l.cfg.Now().UTC()
 	if p.Attempts < 2 {
 		// A plan pinned to the lost worker (--to) is free to go elsewhere.
 		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = state.PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now, now
-		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), "worker lost, plan queued again"
+		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), noted("worker lost, plan queued again")
 	}
 	p.State, p.Worker, p.Reason, p.Updated = state.PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
-	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), "worker lost, plan failed"
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), noted("worker lost, plan failed")
 }
 
 // ackCheck is the one timer armed per dispatch: if the plan is still only

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -115,61 +114,87 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
 	before = l.st.Snapshot()
-	var note string
+	var n note
 	switch e.Kind {
 	case event.Dispatch:
-		note = l.queue(e)
+		n = l.queue(e)
 	case event.Started:
-		note = l.started(e)
+		n = l.started(e)
 	case event.Blocked:
-		cb, note = l.blocked(e)
+		cb, n = l.blocked(e)
 	case event.Died:
-		cb, note = l.died(e)
+		cb, n = l.died(e)
 	case event.Lost:
-		cb, note = l.lostPane(e)
+		cb, n = l.lostPane(e)
 	case event.Gated:
-		cb, note, err = l.gated(ctx, e)
+		cb, n, err = l.gated(ctx, e)
 	case event.Verify:
-		cb, note, err = l.verifyCmd(ctx, e)
+		cb, n, err = l.verifyCmd(ctx, e)
 	case event.Regate:
-		note = l.regate(e)
+		n = l.regate(e)
 	case event.Integrated:
-		cb, note = l.integrated(ctx, e)
+		cb, n = l.integrated(ctx, e)
 	case event.Exited:
-		cb, note = l.exited(e)
+		cb, n = l.exited(e)
 	case event.Prepared:
-		cb, note = l.prepared(ctx, e)
+		cb, n = l.prepared(ctx, e)
 	case event.NeedsInput:
-		cb, note = l.needsInput(e)
+		cb, n = l.needsInput(e)
 	case event.Idle:
-		cb, note = l.idle(e)
+		cb, n = l.idle(e)
 	case event.Failed:
-		cb, note = l.agentFailed(e)
+		cb, n = l.agentFailed(e)
 	case event.Ready:
-		note = l.ready(e)
+		n = l.ready(e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
 		l.st = before.Restore(l.st)
 		return nil, false, before, err
 	}
-	if strings.HasPrefix(note, "ignored") {
-		l.log.Info(note, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
+	if n.kind == ignoredKind {
+		l.log.Info(n.text, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
 	}
-	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: note}
+	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: n.text}
 	return cb, false, before, nil
 }
 
+// A note is what handling an event came to, kept in the record
+// (state.Handled's Note). An event that changed nothing (stale, a repeat,
+// about a plan that moved on) is ignored; one that may not have any effect
+// is refused (and listed in orch status).
+type note struct {
+	text string
+	kind noteKind
+}
+
+type noteKind int
+
+const (
+	applied noteKind = iota
+	ignoredKind
+	refusedKind
+)
+
+// noted is the note of an event that had its effect.
+func noted(text string) note { return note{text: text} }
+
+// ignoring is the note of an event that changes nothing, and why.
+func ignoring(why string) note { return note{text: "ignored: " + why, kind: ignoredKind} }
+
+// none says the note is empty: nothing has been decided yet.
+func (n note) none() bool { return n.text == "" }
+
 // refuse records an event that is well-formed but not acceptable now.
-func (l *Loop) refuse(e event.Event, reason string) string {
+func (l *Loop) refuse(e event.Event, reason string) note {
 	l.log.Warn("refused", "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID, "reason", reason)
 	l.st.Reject(state.Rejection{Event: e.ID, Kind: string(e.Kind), Plan: e.Plan, Worker: e.Worker, Reason: reason, Time: l.cfg.Now().UTC()})
-	return "refused: " + reason
+	return note{text: "refused: " + reason, kind: refusedKind}
 }
 
 // queue handles orch dispatch: the plan waits for its dependencies and an
 // idle worker.
-func (l *Loop) queue(e event.Event) string {
+func (l *Loop) queue(e event.Event) note {
 	def, err := plans.Load(l.cfg.Root, e.Plan)
 	if err != nil {
 		return l.refuse(e, err.Error())
@@ -197,7 +222,7 @@ func (l *Loop) queue(e event.Event) string {
 	}
 	l.defs[e.Plan] = def // read once for this attempt (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
-	return "queued"
+	return noted("queued")
 }
 
 // holder checks that the event's worker holds the plan.
@@ -223,44 +248,44 @@ func (l *Loop) holder(e event.Event) (*state.Run, *state.Worker, string) {
 	return p, l.st.Worker(e.Worker), ""
 }
 
-func (l *Loop) started(e event.Event) string {
+func (l *Loop) started(e event.Event) note {
 	p, w, why := l.holder(e)
 	if why != "" {
 		return l.refuse(e, why)
 	}
 	if l.revive(p, w) {
-		return "running (late start after the acknowledgement deadline)"
+		return noted("running (late start after the acknowledgement deadline)")
 	}
 	if p.State != state.PlanDispatched && p.State != state.PlanNeedsInput {
-		return "ignored: plan is " + string(p.State)
+		return ignoring("plan is " + string(p.State))
 	}
 	p.State, p.Reason = state.PlanRunning, ""
 	p.Updated = l.cfg.Now().UTC()
 	l.log.Info("running", "plan", e.Plan, "worker", e.Worker)
-	return "running"
+	return noted("running")
 }
 
-func (l *Loop) blocked(e event.Event) (*event.Callback, string) {
+func (l *Loop) blocked(e event.Event) (*event.Callback, note) {
 	p, w, why := l.holder(e)
 	if why != "" {
 		return nil, l.refuse(e, why)
 	}
 	l.revive(p, w)
 	if !working(p.State) {
-		return nil, "ignored: plan is " + string(p.State)
+		return nil, ignoring("plan is " + string(p.State))
 	}
 	p.State, p.Reason, p.Updated = state.PlanBlocked, e.Status, l.cfg.Now().UTC()
 	l.free(w)
 	l.log.Info("blocked", "plan", e.Plan, "worker", e.Worker, "reason", e.Status)
-	return event.NewCallback(event.CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), "blocked"
+	return event.NewCallback(event.CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), noted("blocked")
 }
 
 // gated handles the end of a plan's acceptance gates: the evidence is
 // committed next to RESULT.md, and the plan is finished or failed.
-func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, string, error) {
+func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, note, error) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
-		return nil, "ignored: no gates running for this attempt of " + e.Plan, nil
+		return nil, ignoring("no gates running for this attempt of " + e.Plan), nil
 	}
 	rel := plans.Dir + "/" + e.Plan + "/" + gates.GatesFile
 	err := l.withGitLock(func() error {
@@ -278,7 +303,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, strin
 		return err
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("gates %s: %w", e.Plan, err)
+		return nil, note{}, fmt.Errorf("gates %s: %w", e.Plan, err)
 	}
 	p.Gates = false
 	w := l.st.Worker(p.Worker)
@@ -286,17 +311,17 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, strin
 		p.State, p.Reason, p.Updated = state.PlanFailed, e.Status, l.cfg.Now().UTC()
 		l.free(w)
 		l.log.Warn("acceptance gate failed", "plan", e.Plan, "why", e.Status)
-		return event.NewCallback(event.CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), "failed: " + e.Status, nil
+		return event.NewCallback(event.CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), noted("failed: " + e.Status), nil
 	}
 	l.log.Info("acceptance gates passed", "plan", e.Plan)
 	cb, err := l.finish(ctx, p, l.def(p), w)
 	if err != nil {
-		return nil, "", err
+		return nil, note{}, err
 	}
 	if cb != nil {
 		cb.Event = e.ID
 	}
-	return cb, "gates passed", nil
+	return cb, noted("gates passed"), nil
 }
 
 // finish records a harvested plan whose gates passed: the bet's
@@ -370,12 +395,12 @@ func (l *Loop) reportRegates() {
 }
 
 // regate runs a plan's gates again if their result never came in.
-func (l *Loop) regate(e event.Event) string {
+func (l *Loop) regate(e event.Event) note {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
-		return "ignored: the gates' result is in"
+		return ignoring("the gates' result is in")
 	}
 	j := l.gateJob(context.Background(), p, p.Def.Acceptance)
 	l.after(func() { l.gates.Start(j) })
-	return "gates run again"
+	return noted("gates run again")
 }

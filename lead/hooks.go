@@ -26,20 +26,20 @@ func working(s state.PlanState) bool {
 // hookHolder finds the plan a hook event is about and checks that its
 // worker holds it and is still working on it. A non-empty note means the
 // event has no effect (refused or ignored) and says why.
-func (l *Loop) hookHolder(e *event.Event) (*state.Run, *state.Worker, string) {
+func (l *Loop) hookHolder(e *event.Event) (*state.Run, *state.Worker, note) {
 	if e.Plan == "" {
 		w := l.st.Worker(e.Worker)
 		if w == nil {
 			return nil, nil, l.refuse(*e, "unknown worker "+e.Worker)
 		}
 		if w.Plan == "" {
-			return nil, nil, "ignored: " + w.ID + " holds no plan"
+			return nil, nil, ignoring(w.ID + " holds no plan")
 		}
 		// A hook that names no plan and fired before the worker took its
 		// plan was about the one before (a turn that ended after its done).
 		if e.Time.Before(w.Since) {
-			return nil, nil, fmt.Sprintf("ignored: sent at %s, before %s took plan %s at %s",
-				e.Time.Format(time.RFC3339Nano), w.ID, w.Plan, w.Since.Format(time.RFC3339Nano))
+			return nil, nil, ignoring(fmt.Sprintf("sent at %s, before %s took plan %s at %s",
+				e.Time.Format(time.RFC3339Nano), w.ID, w.Plan, w.Since.Format(time.RFC3339Nano)))
 		}
 		e.Plan = w.Plan
 	}
@@ -48,42 +48,42 @@ func (l *Loop) hookHolder(e *event.Event) (*state.Run, *state.Worker, string) {
 		return nil, nil, l.refuse(*e, why)
 	}
 	if e.Attempt != 0 && e.Attempt != p.Attempts {
-		return nil, nil, fmt.Sprintf("ignored: about attempt %d of %s, which is at attempt %d", e.Attempt, p.Name, p.Attempts)
+		return nil, nil, ignoring(fmt.Sprintf("about attempt %d of %s, which is at attempt %d", e.Attempt, p.Name, p.Attempts))
 	}
 	if !working(p.State) {
-		return nil, nil, "ignored: plan " + p.Name + " is " + string(p.State)
+		return nil, nil, ignoring("plan " + p.Name + " is " + string(p.State))
 	}
-	return p, w, ""
+	return p, w, note{}
 }
 
 // needsInput: the agent shows a permission or input prompt. The plan waits
 // for a person, and the lead is told what the agent asks.
-func (l *Loop) needsInput(e event.Event) (*event.Callback, string) {
+func (l *Loop) needsInput(e event.Event) (*event.Callback, note) {
 	p, _, note := l.hookHolder(&e)
-	if note != "" {
+	if !note.none() {
 		return nil, note
 	}
 	if p.State == state.PlanNeedsInput && p.Reason == e.Status {
-		return nil, "ignored: plan " + p.Name + " already needs input for this"
+		return nil, ignoring("plan " + p.Name + " already needs input for this")
 	}
 	p.State, p.Reason, p.Updated = state.PlanNeedsInput, e.Status, l.cfg.Now().UTC()
 	l.log.Info("needs input", "plan", p.Name, "worker", e.Worker, "message", e.Status)
-	return event.NewCallback(event.CallbackNeedsInput, e.ID, p.Name, e.Worker, e.Status, ""), "needs-input"
+	return event.NewCallback(event.CallbackNeedsInput, e.ID, p.Name, e.Worker, e.Status, ""), noted("needs-input")
 }
 
 // idle: the agent's turn ended. If no done came for the plan, the agent
 // stopped without finishing: the plan needs a person, and the lead is told
 // whether RESULT.md is there. After a done the plan is no longer working,
 // so the turn end that follows every done is ignored, never doubled.
-func (l *Loop) idle(e event.Event) (*event.Callback, string) {
+func (l *Loop) idle(e event.Event) (*event.Callback, note) {
 	p, w, note := l.hookHolder(&e)
-	if note != "" {
+	if !note.none() {
 		return nil, note
 	}
 	if e.Status == event.StillIdle && p.State == state.PlanNeedsInput {
 		// A reminder that the agent still waits: the plan already waits,
 		// for the reason given when it began to.
-		return nil, "ignored: plan " + p.Name + " already waits: " + p.Reason
+		return nil, ignoring("plan " + p.Name + " already waits: " + p.Reason)
 	}
 	if msg, failed := l.failedOnScreen(w, p); failed {
 		// The turn ended on an error that only the screen shows (Gemini
@@ -98,7 +98,7 @@ func (l *Loop) idle(e event.Event) (*event.Callback, string) {
 		p.IdleEvent = e.ID
 		c := startCheck{worker: w.ID, idle: p.Name, attempt: p.Attempts}
 		l.after(func() { time.AfterFunc(settleTimeout, func() { send(l, l.starts, c) }) })
-		return nil, "turn ended: decided once " + w.ID + "'s screen settles"
+		return nil, noted("turn ended: decided once " + w.ID + "'s screen settles")
 	}
 	return l.turnEnded(e, p, w)
 }
@@ -136,23 +136,23 @@ func (l *Loop) settled(p *state.Run, w *state.Worker) {
 }
 
 // turnEnded: the agent's turn ended without done.
-func (l *Loop) turnEnded(e event.Event, p *state.Run, w *state.Worker) (*event.Callback, string) {
+func (l *Loop) turnEnded(e event.Event, p *state.Run, w *state.Worker) (*event.Callback, note) {
 	if p.State == state.PlanDispatched {
 		// The dispatch line may have been typed while the agent was still
 		// ending its previous turn; that turn's end says nothing about this
 		// plan. An agent that never starts is caught by the ack deadline.
-		return nil, "ignored: plan " + p.Name + " is not started yet (a turn that ended now may be the previous plan's)"
+		return nil, ignoring("plan " + p.Name + " is not started yet (a turn that ended now may be the previous plan's)")
 	}
 	reason := "turn ended without orch-notify done (" + plans.RelResultPath(p.Name) + " written but no done sent)"
 	if _, err := plans.ReadResult(l.workDir(w.ID), p.Name, harvest.MaxResult); err != nil {
 		reason = "turn ended without orch-notify done (" + harvest.ResultProblem(p.Name, err) + ")"
 	}
 	if p.State == state.PlanNeedsInput && p.Reason == reason {
-		return nil, "ignored: plan " + p.Name + " already waits: " + reason
+		return nil, ignoring("plan " + p.Name + " already waits: " + reason)
 	}
 	p.State, p.Reason, p.Updated = state.PlanNeedsInput, reason, l.cfg.Now().UTC()
 	l.log.Warn("turn ended without done", "plan", p.Name, "worker", e.Worker, "reason", reason)
-	return event.NewCallback(event.CallbackIdle, e.ID, p.Name, e.Worker, reason, ""), "needs-input: " + reason
+	return event.NewCallback(event.CallbackIdle, e.ID, p.Name, e.Worker, reason, ""), noted("needs-input: " + reason)
 }
 
 // failedOnScreen says whether w's screen shows an error for p after p's
@@ -171,9 +171,9 @@ func (l *Loop) failedOnScreen(w *state.Worker, p *state.Run) (string, bool) {
 
 // agentFailed: the agent stopped on an error (an API error, say). The plan
 // fails with the reason and the worker is free for the next plan.
-func (l *Loop) agentFailed(e event.Event) (*event.Callback, string) {
+func (l *Loop) agentFailed(e event.Event) (*event.Callback, note) {
 	p, w, note := l.hookHolder(&e)
-	if note != "" {
+	if !note.none() {
 		return nil, note
 	}
 	reason := e.Status
@@ -183,5 +183,5 @@ func (l *Loop) agentFailed(e event.Event) (*event.Callback, string) {
 	p.State, p.Reason, p.Updated = state.PlanFailed, "agent failed: "+reason, l.cfg.Now().UTC()
 	l.free(w)
 	l.log.Warn("agent failed", "plan", p.Name, "worker", e.Worker, "reason", reason)
-	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, e.Worker, p.Reason, "")), "failed: " + reason
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, e.Worker, p.Reason, "")), noted("failed: " + reason)
 }

@@ -50,16 +50,16 @@ func (l *Loop) armStart(w *state.Worker) {
 }
 
 // ready handles a ready event: the agent in w's pane is at its prompt.
-func (l *Loop) ready(e event.Event) string {
+func (l *Loop) ready(e event.Event) note {
 	w := l.st.Worker(e.Worker)
 	if w == nil {
 		return l.refuse(e, "unknown worker "+e.Worker)
 	}
 	if !w.Starting {
-		return "ignored: " + w.ID + " is not starting"
+		return ignoring(w.ID + " is not starting")
 	}
 	if e.Time.Before(w.Since) {
-		return "ignored: sent before " + w.ID + "'s pane started"
+		return ignoring("sent before " + w.ID + "'s pane started")
 	}
 	// The hook may fire while a dialog is up (Claude Code's fullscreen
 	// offer): the screen has the last word.
@@ -67,12 +67,12 @@ func (l *Loop) ready(e event.Event) string {
 	if l.fleet.Panes() && w.Pane != "" {
 		if kind, what := l.fleet.ReadScreen(context.Background(), w); kind == agent.ScreenDialog {
 			l.after(func() { l.asks(w, what) })
-			return "ready, but a dialog is up: " + what
+			return noted("ready, but a dialog is up: " + what)
 		}
 	}
 	l.isReady(w, "its hook said so")
 	l.after(func() { l.resumeLine(context.Background(), w) })
-	return "ready"
+	return noted("ready")
 }
 
 // isReady ends a worker's start: it is idle, or, if it holds a plan (its

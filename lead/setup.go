@@ -61,15 +61,15 @@ func (l *Loop) resumeSetups() {
 }
 
 // prepared handles the end of a setup command.
-func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, string) {
+func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, note) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.State != state.PlanQueued || p.Preparing != e.Attempt || p.Worker != e.Worker {
-		return nil, "ignored: no setup running for this attempt"
+		return nil, ignoring("no setup running for this attempt")
 	}
 	w := l.st.Worker(e.Worker)
 	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name {
 		dropSetup(p)
-		return nil, "worker gone: plan queued again"
+		return nil, noted("worker gone: plan queued again")
 	}
 	if why, failed := strings.CutPrefix(e.Status, "failed: "); failed {
 		now := l.cfg.Now().UTC()
@@ -84,7 +84,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, st
 		l.setupBackoff = min(max(2*l.setupBackoff, setupBackoffMin), setupBackoffMax)
 		l.setupHoldUntil = time.Now().Add(l.setupBackoff)
 		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "why", why)
-		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, reason, "")), "failed: " + reason
+		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, reason, "")), noted("failed: " + reason)
 	}
 	if e.Status != "ok" {
 		return nil, l.refuse(e, fmt.Sprintf("prepared record with status %q", e.Status))
@@ -93,7 +93,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, st
 	// Dispatched once this record counts as handled.
 	name := p.Name
 	l.after(func() { l.dispatchPrepared(ctx, name) })
-	return nil, "setup passed"
+	return nil, noted("setup passed")
 }
 
 // dispatchPrepared types the line of a plan whose setup passed.

@@ -173,7 +173,7 @@ func (l *Loop) commitMatrix(ctx context.Context, p *state.Run) error {
 
 // verifyCmd handles orch verify: a plan that is done (or was verified or
 // refuted before) is put to verification again.
-func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, string, error) {
+func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, note, error) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || (p.State != state.PlanDone && p.State != state.PlanVerified && p.State != state.PlanRefuted) {
 		ps := state.PlanDraft
@@ -191,9 +191,9 @@ func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, s
 	}
 	cb, err := l.startVerification(ctx, p, rounds, p.Ledger != 0)
 	if err != nil {
-		return nil, "", err
+		return nil, note{}, err
 	}
-	return cb, fmt.Sprintf("verification (%d rounds) started", rounds), nil
+	return cb, noted(fmt.Sprintf("verification (%d rounds) started", rounds)), nil
 }
 
 // verificationFailed settles the parent of a verification plan that ended
