@@ -10,7 +10,6 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"os/exec"
 	"sort"
@@ -46,12 +45,6 @@ var builtins = map[string]config.Profile{
 	"gemini": {Interactive: "gemini", Headless: "gemini -p {prompt}", Version: "gemini --version", Hooks: HooksGemini},
 	"aider":  {Interactive: "aider", Headless: "aider --yes-always --message {prompt}", Version: "aider --version"},
 }
-
-// ErrNoAgent marks an empty agent name or command.
-var ErrNoAgent = errors.New("no agent")
-
-// ErrNotInstalled marks an agent whose program is not on PATH.
-var ErrNotInstalled = errors.New("agent not installed")
 
 // notInstalled is an ErrNotInstalled whose text is only the explanation.
 type notInstalled string

@@ -87,9 +87,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// ErrInvalid marks an orch.yaml that cannot be used.
-var ErrInvalid = errors.New("invalid " + File)
-
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Default is the configuration without a file.

@@ -15,3 +15,6 @@ var ErrNothingToCommit = errors.New("nothing to commit")
 
 // ErrNoRef means a name does not resolve to a commit.
 var ErrNoRef = errors.New("no such commit")
+
+// ErrConflict is a merge or rebase that stopped on conflicting files.
+var ErrConflict = errors.New("conflict")

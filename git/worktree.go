@@ -165,9 +165,6 @@ func (r *Repo) CountCommits(ctx context.Context, from, to string) (int, error) {
 	return n, err
 }
 
-// ErrConflict is a merge or rebase that stopped on conflicting files.
-var ErrConflict = errors.New("conflict")
-
 // ConflictError names the files a merge or rebase could not combine.
 type ConflictError struct{ Files []string }
 

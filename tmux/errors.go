@@ -26,3 +26,6 @@ var ErrNoSession = errors.New("no such tmux session")
 
 // ErrNoPane means the pane does not exist (any more).
 var ErrNoPane = errors.New("no such pane")
+
+// ErrNoStream marks a Client whose runner cannot run a long-lived program.
+var ErrNoStream = errors.New("tmux runner cannot stream")

@@ -532,9 +532,6 @@ func quote(text string) string {
 	return fmt.Sprintf("%q...", text[:cut])
 }
 
-// ErrNoStream marks a Client whose runner cannot run a long-lived program.
-var ErrNoStream = errors.New("tmux runner cannot stream")
-
 // WatchOutput attaches a control-mode client to session (tmux -C, with
 // ignore-size so it never changes the panes' size, and read-only) and calls
 // fn with the pane id of every %output notification: the moment a pane's

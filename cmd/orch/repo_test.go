@@ -1,6 +1,7 @@
 package main
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -77,6 +78,47 @@ func TestNoUnexplainedSleepOrTicker(t *testing.T) {
 				}
 				if !strings.Contains(l, "//") && !strings.Contains(prev, "//") {
 					t.Errorf("%s:%d: sleep or ticker without a comment saying why it is not polling", f, i+1)
+				}
+			}
+		}
+	}
+}
+
+// Sentinel errors live in one errors.go per package, each with a doc
+// comment, so a reader finds every way a package can fail in one place.
+func TestSentinelsInErrorsGo(t *testing.T) {
+	for _, files := range goPackages(t) {
+		for _, f := range files {
+			fset := token.NewFileSet()
+			af, err := parser.ParseFile(fset, f, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range af.Decls {
+				gd, ok := d.(*ast.GenDecl)
+				if !ok || gd.Tok != token.VAR {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !strings.HasPrefix(name.Name, "Err") || i >= len(vs.Values) {
+							continue
+						}
+						call, ok := vs.Values[i].(*ast.CallExpr)
+						if !ok {
+							continue
+						}
+						if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "New" {
+							continue
+						}
+						if filepath.Base(f) != "errors.go" {
+							t.Errorf("%s: sentinel %s belongs in errors.go", fset.Position(name.Pos()), name.Name)
+						}
+						if gd.Doc == nil && vs.Doc == nil {
+							t.Errorf("%s: sentinel %s has no doc comment", fset.Position(name.Pos()), name.Name)
+						}
+					}
 				}
 			}
 		}

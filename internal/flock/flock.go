@@ -12,9 +12,6 @@ import (
 	"syscall"
 )
 
-// ErrHeld means another process holds the lock.
-var ErrHeld = errors.New("lock held by another process")
-
 // Lock is a held lock.
 type Lock struct{ f *os.File }
 
