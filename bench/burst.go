@@ -24,6 +24,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
+	"github.com/orch-dev/orch/internal/logfmt"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
@@ -107,7 +108,7 @@ func startFleetLead(ctx context.Context, root, socket string, workers int, verbo
 	}
 	var inner slog.Handler
 	if verbose {
-		inner = lead.NewLineHandler(os.Stderr, slog.LevelInfo)
+		inner = logfmt.NewLineHandler(os.Stderr, slog.LevelInfo)
 	}
 	f.tap = newLogTap(inner)
 	loopCtx, stop := context.WithCancel(ctx)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/logfmt"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/plans"
@@ -142,7 +143,7 @@ func startLead(ctx context.Context, dir, socket string, verbose bool) (*scratchL
 	}
 	var inner slog.Handler
 	if verbose {
-		inner = lead.NewLineHandler(os.Stderr, slog.LevelInfo)
+		inner = logfmt.NewLineHandler(os.Stderr, slog.LevelInfo)
 	}
 	s.tap = newLogTap(inner)
 	loopCtx, stop := context.WithCancel(ctx)

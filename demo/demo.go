@@ -14,6 +14,7 @@ import (
 
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/integrate"
+	"github.com/orch-dev/orch/internal/logfmt"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
@@ -101,7 +102,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		loopErr <- lead.Run(loopCtx, lead.Config{
 			Root: o.Dir, Workers: o.Workers, Agent: fleet.ShellQuote(o.OrchBin) + " agent",
 			TmuxSocket: socket, BinDir: o.BinDir,
-			Logger: slog.New(lead.NewLineHandler(o.Out, slog.LevelInfo)),
+			Logger: slog.New(logfmt.NewLineHandler(o.Out, slog.LevelInfo)),
 			Ready:  func(url string) { ready <- url },
 		})
 	}()
