@@ -25,6 +25,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/logfmt"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
@@ -50,7 +51,7 @@ func makeRepo(ctx context.Context, dir string, names []string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	res, err := lead.Init(ctx, dir)
+	res, err := orchctl.Init(ctx, dir)
 	if err != nil {
 		return "", err
 	}
@@ -434,7 +435,7 @@ func cpuOf(r syscall.Rusage) time.Duration {
 // LEDGER.jsonl (on disk and as committed) and its callbacks; so single and
 // batched harvests count the same.
 func (res *burstResult) count(ctx context.Context, root string, names []string, cbPerPlan map[string]int) error {
-	st, err := lead.Status(root)
+	st, err := orchctl.Status(root)
 	if err != nil {
 		return err
 	}
