@@ -24,6 +24,8 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
+	"github.com/orch-dev/orch/internal/logfmt"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/lead"
@@ -49,7 +51,7 @@ func makeRepo(ctx context.Context, dir string, names []string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	res, err := lead.Init(ctx, dir)
+	res, err := orchctl.Init(ctx, dir)
 	if err != nil {
 		return "", err
 	}
@@ -107,7 +109,7 @@ func startFleetLead(ctx context.Context, root, socket string, workers int, verbo
 	}
 	var inner slog.Handler
 	if verbose {
-		inner = lead.NewLineHandler(os.Stderr, slog.LevelInfo)
+		inner = logfmt.NewLineHandler(os.Stderr, slog.LevelInfo)
 	}
 	f.tap = newLogTap(inner)
 	loopCtx, stop := context.WithCancel(ctx)
@@ -433,7 +435,7 @@ func cpuOf(r syscall.Rusage) time.Duration {
 // LEDGER.jsonl (on disk and as committed) and its callbacks; so single and
 // batched harvests count the same.
 func (res *burstResult) count(ctx context.Context, root string, names []string, cbPerPlan map[string]int) error {
-	st, err := lead.Status(root)
+	st, err := orchctl.Status(root)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/logfmt"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/plans"
@@ -130,19 +132,19 @@ func startLead(ctx context.Context, dir, socket string, verbose bool) (*scratchL
 	if err := os.MkdirAll(repo, 0o755); err != nil {
 		return nil, err
 	}
-	res, err := lead.Init(ctx, repo)
+	res, err := orchctl.Init(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
 	s := &scratchLead{root: res.Root, orchDir: orchdir.Of(res.Root), refused: map[string]int{},
 		socket: socket}
-	if _, err := lead.NewPlan(ctx, s.root, &plans.Plan{Name: benchPlan,
+	if _, err := orchctl.NewPlan(ctx, s.root, &plans.Plan{Name: benchPlan,
 		Body: "A plan for go run ./bench: write RESULT.md, then orch-notify done bench ok.\n"}); err != nil {
 		return nil, err
 	}
 	var inner slog.Handler
 	if verbose {
-		inner = lead.NewLineHandler(os.Stderr, slog.LevelInfo)
+		inner = logfmt.NewLineHandler(os.Stderr, slog.LevelInfo)
 	}
 	s.tap = newLogTap(inner)
 	loopCtx, stop := context.WithCancel(ctx)
@@ -210,7 +212,7 @@ func (s *scratchLead) prepDone(ctx context.Context) error {
 		return err
 	}
 	s.tap.drain()
-	if _, err := lead.Dispatch(ctx, s.root, benchPlan, benchWorker); err != nil {
+	if _, err := orchctl.Dispatch(ctx, s.root, benchPlan, benchWorker); err != nil {
 		return err
 	}
 	r, err := s.tap.waitFor(ctx, 15*time.Second, "dispatched", func(r logRec) bool {

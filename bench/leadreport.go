@@ -132,7 +132,7 @@ func leadReport(d leadData) string {
 		p("| one orch-notify under the burst, exec to exit: median / p95 / p99 / max | %s / %s / %s / %s ms |\n",
 			fmtMs(bu.NotifyWall.Med), fmtMs(bu.NotifyWall.P95), fmtMs(bu.NotifyWall.P99), fmtMs(bu.NotifyWall.Max))
 		p("| orch-notify exit ≠ 0 / exit 0 but spooled (not acked) | %d / %d |\n", bu.ExitNonZero, bu.Spooled)
-		p("| plans not `done` in `lead.Status` | %d |\n", bu.NotDone)
+		p("| plans not `done` in `orchctl.Status` | %d |\n", bu.NotDone)
 		p("| commits touching a RESULT.md / with `%s` trailers / LEDGER.jsonl entries / callbacks | %d / %d / %d / %d |\n",
 			harvest.TrailerLedger, bu.HarvestCommits, bu.LedgerCommits, bu.LedgerEntries, bu.Callbacks)
 		p("| **lost** (a plan not done, or with no commit touching its RESULT.md, no `%s` trailer for its event, no ledger entry on disk or in HEAD, or no callback) | **%d** |\n", harvest.TrailerLedger, bu.Lost)

@@ -34,7 +34,7 @@
 //  4. burst (burst.go): -burst plans dispatched to as many cat panes, one
 //     orch-notify done each, launched at once through -conc slots; time to
 //     all acked and all harvested, throughput, and lost/doubled counted
-//     from lead.Status, git log, LEDGER.jsonl and the callbacks;
+//     from orchctl.Status, git log, LEDGER.jsonl and the callbacks;
 //  5. serve (serve.go): orch serve --workers 8 --agent cat as a real
 //     process beside a bare broker (this binary's hidden -bare-server
 //     mode), both idle for -idle: CPU and context switches from /proc;

@@ -146,7 +146,7 @@ func report(d reportData) string {
 	p("- (c) is what a worker runs as its last step, with the environment `orch serve` gives a worker pane " +
 		"(`ORCH_URL`, `ORCH_CREDS`, `ORCH_WORKER=w1`, `ORCH_DIR`, `ORCH_PREFIX`): connect to the embedded NATS server with the " +
 		"worker NKey, publish one event, wait for the JetStream ack, exit 0. The lead loop runs in the bench's " +
-		"process (`lead.Run` on a scratch repo made with `lead.Init` and `lead.NewPlan`, one tmux worker pane " +
+		"process (`lead.Run` on a scratch repo made with `orchctl.Init` and `orchctl.NewPlan`, one tmux worker pane " +
 		"running `cat`). Before each run, untimed, the bench writes a new RESULT.md, dispatches the plan to w1 " +
 		"and waits for the loop's `dispatched` log line; after it, untimed, it waits for `harvested`. ")
 	if len(s.Refused) == 0 {

@@ -97,7 +97,7 @@ type logLine struct {
 
 var attrRe = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S*)`)
 
-// parseLogLine reads lead.LineHandler's format: "15:04:05.000 [LEVEL ]msg k=v ...".
+// parseLogLine reads logfmt.LineHandler's format: "15:04:05.000 [LEVEL ]msg k=v ...".
 func parseLogLine(s string) logLine {
 	l := logLine{Attrs: map[string]string{}, At: time.Now()}
 	_, rest, _ := strings.Cut(s, " ")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/integrate"
+	"github.com/orch-dev/orch/internal/logfmt"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
@@ -67,11 +69,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	fmt.Fprintf(o.Out, "orch demo: scratch repo %s, %d scripted workers in tmux\n\n", o.Dir, o.Workers)
-	if _, err := lead.Init(ctx, o.Dir); err != nil {
+	if _, err := orchctl.Init(ctx, o.Dir); err != nil {
 		return err
 	}
 	for _, p := range demoPlans {
-		if _, err := lead.NewPlan(ctx, o.Dir, &plans.Plan{Name: p.name, DependsOn: p.deps, Acceptance: p.accept, Verify: p.verify, Body: p.body + "\n"}); err != nil {
+		if _, err := orchctl.NewPlan(ctx, o.Dir, &plans.Plan{Name: p.name, DependsOn: p.deps, Acceptance: p.accept, Verify: p.verify, Body: p.body + "\n"}); err != nil {
 			return err
 		}
 	}
@@ -94,7 +96,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		loopErr <- lead.Run(loopCtx, lead.Config{
 			Root: o.Dir, Workers: o.Workers, Agent: fleet.ShellQuote(o.OrchBin) + " agent",
 			TmuxSocket: socket, BinDir: o.BinDir,
-			Logger: slog.New(lead.NewLineHandler(o.Out, slog.LevelInfo)),
+			Logger: slog.New(logfmt.NewLineHandler(o.Out, slog.LevelInfo)),
 			Ready:  func(url string) { ready <- url },
 		})
 	}()
@@ -105,12 +107,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	fmt.Fprintf(o.Out, "\nwatch the fleet: tmux -L %s attach -t %s\n\n", socket, tmux.SessionName(o.Dir))
 	for _, p := range demoPlans {
-		if _, err := lead.Dispatch(ctx, o.Dir, p.name, ""); err != nil {
+		if _, err := orchctl.Dispatch(ctx, o.Dir, p.name, ""); err != nil {
 			return err
 		}
 	}
 	for i := 0; i < len(demoPlans); i++ {
-		cb, err := lead.Wait(ctx, o.Dir, 30*time.Second)
+		cb, err := orchctl.Wait(ctx, o.Dir, 30*time.Second)
 		if err != nil {
 			return err
 		}
@@ -127,7 +129,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if s.Outcome == integrate.Skipped {
 			continue // nothing recorded, no callback
 		}
-		if _, err := lead.Wait(ctx, o.Dir, 30*time.Second); err != nil {
+		if _, err := orchctl.Wait(ctx, o.Dir, 30*time.Second); err != nil {
 			return err
 		}
 	}
@@ -135,7 +137,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := <-loopErr; err != nil {
 		return err
 	}
-	v, err := lead.Status(o.Dir)
+	v, err := orchctl.Status(o.Dir)
 	if err != nil {
 		return err
 	}
@@ -144,7 +146,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	return nil
 }
 
-func printSummary(w io.Writer, v lead.StatusView, dir string) {
+func printSummary(w io.Writer, v orchctl.StatusView, dir string) {
 	fmt.Fprintln(w, "orch status:")
 	for _, wk := range v.Workers {
 		fmt.Fprintf(w, "  %-4s %-5s\n", wk.ID, wk.State)

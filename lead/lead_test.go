@@ -32,10 +32,10 @@ func startLoop(t *testing.T) (root string) {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	ctx := context.Background()
-	if _, err := Init(ctx, root); err != nil {
+	if _, err := orchctl.Init(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewPlan(ctx, root, &plans.Plan{Name: "p", Body: "x\n"}); err != nil {
+	if _, err := orchctl.NewPlan(ctx, root, &plans.Plan{Name: "p", Body: "x\n"}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -133,7 +133,7 @@ func TestProbeDoesNotTurnServeAway(t *testing.T) {
 	if out, err := exec.Command("git", "init", "-q", "-b", "main", root).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	if _, err := Init(context.Background(), root); err != nil {
+	if _, err := orchctl.Init(context.Background(), root); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {

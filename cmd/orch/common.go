@@ -9,9 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/spf13/cobra"
-
-	"github.com/orch-dev/orch/lead"
 )
 
 // repoRoot finds the repo the command is about, from the working directory.
@@ -20,7 +19,7 @@ func repoRoot(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	root, err := lead.FindRoot(ctx, wd)
+	root, err := orchctl.FindRoot(ctx, wd)
 	if err != nil {
 		return "", fmt.Errorf("%w (run orch inside a git repository, after orch init)", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orch-dev/orch/internal/orchctl"
-	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -50,7 +49,7 @@ func dispatchRun(ctx context.Context, o *dispatchOptions, s streams) error {
 	}
 	var out []orchctl.DispatchResult
 	for _, n := range o.Names {
-		res, err := lead.Dispatch(ctx, root, n, o.To)
+		res, err := orchctl.Dispatch(ctx, root, n, o.To)
 		if err != nil {
 			return err
 		}

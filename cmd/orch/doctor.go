@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/spf13/cobra"
-
-	"github.com/orch-dev/orch/lead"
 )
 
 type doctorOptions struct {
@@ -31,14 +30,14 @@ func newDoctorCmd(s streams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return doctorRun(cmd.Context(), o, s) },
 	}
 	cmd.Flags().StringVar(&o.Agent, "agent", "", "the agent profile or command the workers will run (a failure if unusable)")
-	cmd.Flags().DurationVar(&o.ProbeTimeout, "probe-timeout", lead.DefaultProbeTimeout, "how long each agent's version command may take before its process group is killed")
+	cmd.Flags().DurationVar(&o.ProbeTimeout, "probe-timeout", orchctl.DefaultProbeTimeout, "how long each agent's version command may take before its process group is killed")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the checks as JSON")
 	return cmd
 }
 
 func doctorRun(ctx context.Context, o *doctorOptions, s streams) error {
 	root, _ := repoRoot(ctx)
-	checks := lead.Doctor(ctx, root, o.Agent, binDir(), o.ProbeTimeout)
+	checks := orchctl.Doctor(ctx, orchctl.DoctorConfig{Root: root, Agent: o.Agent, BinDir: binDir(), Probe: o.ProbeTimeout})
 	failed := 0
 	for _, c := range checks {
 		if !c.OK && !c.Optional {

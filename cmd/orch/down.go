@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/spf13/cobra"
-
-	"github.com/orch-dev/orch/lead"
 )
 
 type downOptions struct{ Timeout time.Duration }
@@ -29,7 +28,7 @@ func downRun(ctx context.Context, o *downOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	stopped, err := lead.Down(ctx, root, tmuxSocket(), o.Timeout)
+	stopped, err := orchctl.Down(ctx, root, tmuxSocket(), o.Timeout)
 	for _, x := range stopped {
 		fmt.Fprintf(s.Out, "stopped %s\n", x)
 	}

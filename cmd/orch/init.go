@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/spf13/cobra"
-
-	"github.com/orch-dev/orch/lead"
 )
 
 type initOptions struct {
@@ -38,7 +37,7 @@ func newInitCmd(s streams) *cobra.Command {
 }
 
 func initRun(ctx context.Context, o *initOptions, s streams) error {
-	res, err := lead.Init(ctx, o.Dir)
+	res, err := orchctl.Init(ctx, o.Dir)
 	if err != nil {
 		return err
 	}

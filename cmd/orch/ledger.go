@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/ledger"
 )
 
@@ -119,7 +119,7 @@ func ledgerSettleRun(ctx context.Context, o *ledgerOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	e, err := lead.Settle(ctx, root, o.ID, o.Measured, o.Outcome)
+	e, err := orchctl.Settle(ctx, root, o.ID, o.Measured, o.Outcome, time.Now())
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func ledgerCheckRun(ctx context.Context, o *ledgerOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	res, err := lead.CheckBets(ctx, root, time.Now())
+	res, err := orchctl.CheckBets(ctx, root, time.Now)
 	if o.JSON {
 		if werr := writeJSON(s.Out, res); werr != nil {
 			return werr

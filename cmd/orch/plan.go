@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -76,7 +76,7 @@ func planNewRun(ctx context.Context, o *planNewOptions, s streams) error {
 		body += "\n"
 	}
 	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Verify: o.Verify, Body: body}
-	sha, err := lead.NewPlan(ctx, root, p)
+	sha, err := orchctl.NewPlan(ctx, root, p)
 	if err != nil {
 		return err
 	}

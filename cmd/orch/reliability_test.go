@@ -14,7 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/orch-dev/orch/internal/eventually"
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/internal/orchctl"
 )
 
 // TestReliability runs the fault-injection scripts of RELIABILITY.md.
@@ -40,7 +40,7 @@ func cmdKillWorker(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: killworker <wN>")
 	}
-	v, err := lead.Status(ts.MkAbs("."))
+	v, err := orchctl.Status(ts.MkAbs("."))
 	ts.Check(err)
 	for _, w := range v.Workers {
 		if w.ID != args[0] {
@@ -66,7 +66,7 @@ func cmdWaitWorker(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	root := ts.MkAbs(".")
 	eventually.True(ts, within, func() bool {
-		v, err := lead.Status(root)
+		v, err := orchctl.Status(root)
 		if err != nil {
 			return false
 		}

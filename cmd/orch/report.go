@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -47,7 +47,7 @@ func reportRun(ctx context.Context, o *reportOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	reps, err := lead.Reports(root, o.Name)
+	reps, err := orchctl.Reports(root, o.Name)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
@@ -115,7 +114,7 @@ func cmdWaitState(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	root := ts.MkAbs(".")
 	eventually.True(ts, 20*time.Second, func() bool {
-		v, err := lead.Status(root)
+		v, err := orchctl.Status(root)
 		if err != nil {
 			return false
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orch-dev/orch/event"
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/internal/orchctl"
 )
 
 type sendOptions struct {
@@ -42,9 +42,9 @@ func sendRun(ctx context.Context, o *sendOptions) error {
 	if err != nil {
 		return err
 	}
-	return lead.SendPane(ctx, root, tmuxSocket(), o.Worker, o.Text)
+	return orchctl.SendPane(ctx, root, tmuxSocket(), o.Worker, o.Text)
 }
 
 func leadReadPane(ctx context.Context, root, worker string, lines int) (string, error) {
-	return lead.ReadPane(ctx, root, tmuxSocket(), worker, lines)
+	return orchctl.ReadPane(ctx, root, tmuxSocket(), worker, lines)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
+	"github.com/orch-dev/orch/internal/logfmt"
 	"github.com/orch-dev/orch/lead"
 )
 
@@ -106,6 +107,6 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		Headless:    o.Headless,
 		Profile:     o.profile,
 		Fault:       os.Getenv(lead.FaultEnv),
-		Logger:      slog.New(lead.NewLineHandler(s.Err, level)),
+		Logger:      slog.New(logfmt.NewLineHandler(s.Err, level)),
 	})
 }

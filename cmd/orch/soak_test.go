@@ -18,7 +18,6 @@ import (
 	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/lead"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/notify"
 )
@@ -106,7 +105,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	eventually.True(t, 5*time.Minute, func() bool {
-		v, err := lead.Status(root)
+		v, err := orchctl.Status(root)
 		if err != nil {
 			return false
 		}

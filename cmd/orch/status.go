@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/lead"
 )
 
 type statusOptions struct{ JSON bool }
@@ -31,7 +31,7 @@ func statusRun(ctx context.Context, o *statusOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	v, err := lead.Status(root)
+	v, err := orchctl.Status(root)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func statusRun(ctx context.Context, o *statusOptions, s streams) error {
 	return nil
 }
 
-func printStatus(s streams, v lead.StatusView) {
+func printStatus(s streams, v orchctl.StatusView) {
 	if v.Serving {
 		fmt.Fprintf(s.Out, "lead loop: running (pid %d)\n", v.PID)
 	} else {

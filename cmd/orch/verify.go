@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -43,7 +43,7 @@ func verifyRun(ctx context.Context, o *verifyOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	res, err := lead.Verify(ctx, root, o.Name, o.Rounds)
+	res, err := orchctl.Verify(ctx, root, o.Name, o.Rounds)
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/spf13/cobra"
-
-	"github.com/orch-dev/orch/lead"
 )
 
 type waitOptions struct {
@@ -37,7 +36,7 @@ func waitRun(ctx context.Context, o *waitOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	cb, err := lead.Wait(ctx, root, o.Timeout)
+	cb, err := orchctl.Wait(ctx, root, o.Timeout)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,16 @@
 // Package orchctl is the CLI's side of orch serve: what orch status,
 // dispatch, wait, down and doctor do, talking to a running lead loop
 // through its broker and its files, never by importing the daemon.
+//
+// How the pieces fit. serving.go finds the loop (the pid holding the serve
+// lock) and hands it commands, through the stream or the spool when it is
+// down. client.go writes what the lead owns in git (init, plans, the
+// ledger), under the lock that serialises orch's commits, and sends
+// dispatch and verify as commands; wait takes callbacks off the broker.
+// status.go reads the loop's record and the plan folders, reads and types
+// into panes, and down stops the loop and then its fleet. doctor.go checks
+// the machine and the repo. Nothing here writes the loop's state file: the
+// loop stays its only writer.
 package orchctl
 
 import (

@@ -1,7 +1,8 @@
-package lead
+package orchctl
 
 import (
 	"bytes"
+	"context"
 	"debug/elf"
 	"encoding/binary"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/orch-dev/orch/internal/runner"
+	"github.com/orch-dev/orch/internal/runner/fake"
 )
 
 // elfWith writes a minimal 64-bit ELF executable whose program headers
@@ -84,5 +88,32 @@ func TestDynamicallyLinked(t *testing.T) {
 	}
 	if _, err := DynamicallyLinked(filepath.Join(dir, "missing")); err == nil || strings.Contains(err.Error(), "not an ELF") {
 		t.Errorf("missing file: err=%v, want the open error itself", err)
+	}
+}
+
+// tmux and git are asked for their versions through the runner: a missing
+// program says how to install it, a tmux older than 3.0 how to upgrade.
+func TestToolChecks(t *testing.T) {
+	missing := &runner.Error{ExitCode: -1, Err: exec.ErrNotFound}
+	for name, tt := range map[string]struct {
+		out   string
+		err   error
+		check func(context.Context, runner.Runner) Check
+		tool  string
+		args  []string
+		want  Check
+	}{
+		"tmux 3":       {"tmux 3.3a\n", nil, tmuxCheck, "tmux", []string{"-V"}, Check{Name: "tmux", OK: true, Info: "tmux 3.3a"}},
+		"tmux 2":       {"tmux 2.9\n", nil, tmuxCheck, "tmux", []string{"-V"}, Check{Name: "tmux", Info: "tmux 2.9", Fix: "upgrade tmux to 3.0 or later (pane options and hooks are needed)"}},
+		"tmux missing": {"", missing, tmuxCheck, "tmux", []string{"-V"}, Check{Name: "tmux", Fix: "install tmux 3.0 or later (Debian/Ubuntu: sudo apt-get install -y tmux; macOS: brew install tmux)"}},
+		"git":          {"git version 2.39.5\n", nil, gitCheck, "git", []string{"--version"}, Check{Name: "git", OK: true, Info: "git version 2.39.5"}},
+		"git missing":  {"", missing, gitCheck, "git", []string{"--version"}, Check{Name: "git", Fix: "install git (Debian/Ubuntu: sudo apt-get install -y git)"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := fake.New(t).Expect(tt.tool, tt.args, tt.out, tt.err)
+			if got := tt.check(context.Background(), f); got != tt.want {
+				t.Errorf("%+v; want %+v", got, tt.want)
+			}
+		})
 	}
 }

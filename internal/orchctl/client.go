@@ -1,4 +1,4 @@
-package lead
+package orchctl
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/flock"
-	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -186,8 +185,8 @@ func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
 // Dispatch asks the lead loop to queue a plan. The plan and its graph are
 // checked first; if orch serve is not running, the command is spooled and
 // takes effect when it starts.
-func Dispatch(ctx context.Context, root, name, to string) (orchctl.DispatchResult, error) {
-	res := orchctl.DispatchResult{Plan: name}
+func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error) {
+	res := DispatchResult{Plan: name}
 	if err := plans.ValidateName(name); err != nil {
 		return res, err
 	}
@@ -204,13 +203,13 @@ func Dispatch(ctx context.Context, root, name, to string) (orchctl.DispatchResul
 	if err := plans.CheckGraph(all); err != nil {
 		return res, fmt.Errorf("dispatch %s: %w", name, err)
 	}
-	return orchctl.SendCommand(root, event.New(event.Dispatch, name, "", to, ""))
+	return SendCommand(root, event.New(event.Dispatch, name, "", to, ""))
 }
 
 // Verify asks the lead loop to have the plan's claims verified by workers
 // other than its author, in 1 or 3 rounds.
-func Verify(ctx context.Context, root, name string, rounds int) (orchctl.DispatchResult, error) {
-	res := orchctl.DispatchResult{Plan: name}
+func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult, error) {
+	res := DispatchResult{Plan: name}
 	if err := plans.ValidateName(name); err != nil {
 		return res, err
 	}
@@ -220,7 +219,7 @@ func Verify(ctx context.Context, root, name string, rounds int) (orchctl.Dispatc
 	if _, err := plans.Load(root, name); err != nil {
 		return res, fmt.Errorf("verify %s: %w", name, err)
 	}
-	return orchctl.SendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""))
+	return SendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""))
 }
 
 // Report is one plan's verification matrix, for orch report.
@@ -253,7 +252,7 @@ func Reports(root, name string) ([]Report, error) {
 // takes it (so the next Wait gets the next one) and returns it.
 func Wait(ctx context.Context, root string, timeout time.Duration) (event.Callback, error) {
 	var cb event.Callback
-	if !orchctl.Serving(root) {
+	if !Serving(root) {
 		return cb, fmt.Errorf("wait: %w", ErrNotServing)
 	}
 	cfg, err := notify.LeadConfig(orchdir.Of(root))
@@ -316,8 +315,9 @@ func Wait(ctx context.Context, root string, timeout time.Duration) (event.Callba
 	}
 }
 
-// Settle records a bet's measured outcome in the ledger and commits it.
-func Settle(ctx context.Context, root string, id int, measured float64, outcome string) (ledger.Entry, error) {
+// Settle records a bet's measured outcome in the ledger, settled at now,
+// and commits it.
+func Settle(ctx context.Context, root string, id int, measured float64, outcome string, now time.Time) (ledger.Entry, error) {
 	repo, err := git.Open(ctx, root)
 	if err != nil {
 		return ledger.Entry{}, err
@@ -325,7 +325,7 @@ func Settle(ctx context.Context, root string, id int, measured float64, outcome 
 	var e ledger.Entry
 	err = WithGitLock(root, func() error {
 		var err error
-		if e, err = ledger.Settle(root, id, measured, outcome, time.Now()); err != nil {
+		if e, err = ledger.Settle(root, id, measured, outcome, now); err != nil {
 			return err
 		}
 		_, err = repo.Commit(ctx, fmt.Sprintf("ledger #%d settled: %s (measured %g)\n", id, outcome, measured), ledger.File)
@@ -349,8 +349,8 @@ type CheckResult struct {
 // CheckBets re-runs the metric command of every open bet past its check-by
 // date, now, and settles it against its target; a command that fails or
 // prints no number is recorded as such and the bet stays open. Each result
-// is committed.
-func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult, error) {
+// is committed, stamped with now.
+func CheckBets(ctx context.Context, root string, now func() time.Time) ([]CheckResult, error) {
 	repo, err := git.Open(ctx, root)
 	if err != nil {
 		return nil, err
@@ -360,7 +360,7 @@ func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult
 		return nil, err
 	}
 	out := []CheckResult{}
-	for _, e := range ledger.Due(entries, today) {
+	for _, e := range ledger.Due(entries, now()) {
 		r := CheckResult{ID: e.ID, Plan: e.Plan, Outcome: ledger.Open}
 		cmdline := e.MetricCmd
 		if cmdline == "" {
@@ -372,7 +372,7 @@ func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult
 		err := WithGitLock(root, func() error {
 			var msg string
 			if v == nil {
-				if _, err := ledger.RecordCheckFailure(root, e.ID, why, time.Now()); err != nil {
+				if _, err := ledger.RecordCheckFailure(root, e.ID, why, now()); err != nil {
 					return err
 				}
 				r.Error = why
@@ -383,14 +383,14 @@ func CheckBets(ctx context.Context, root string, today time.Time) ([]CheckResult
 					// A bet without target or direction cannot be judged:
 					// say so, keep it open, go on with the others.
 					why := jerr.Error()
-					if _, err := ledger.RecordCheckFailure(root, e.ID, why, time.Now()); err != nil {
+					if _, err := ledger.RecordCheckFailure(root, e.ID, why, now()); err != nil {
 						return err
 					}
 					r.Error = why
 					_, err := repo.Commit(ctx, fmt.Sprintf("ledger #%d check: not judged (%s)\n", e.ID, why), ledger.File)
 					return err
 				}
-				if _, err := ledger.Settle(root, e.ID, *v, outcome, time.Now()); err != nil {
+				if _, err := ledger.Settle(root, e.ID, *v, outcome, now()); err != nil {
 					return err
 				}
 				r.Measured, r.Outcome = v, outcome

@@ -1,4 +1,4 @@
-package lead
+package orchctl
 
 import (
 	"bufio"

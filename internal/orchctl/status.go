@@ -1,4 +1,4 @@
-package lead
+package orchctl
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/flock"
-	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
@@ -49,7 +48,7 @@ func Status(root string) (StatusView, error) {
 	if err != nil {
 		return v, err
 	}
-	v.PID = orchctl.ServePID(root)
+	v.PID = ServePID(root)
 	v.Serving = v.PID != 0
 	v.Session, v.Isolation = st.Session, st.Isolation
 	if st.Workers != nil {
@@ -194,7 +193,7 @@ func SendPane(ctx context.Context, root, socket, id, text string) error {
 // both are gone. The loop goes first: with the panes killed under it, it
 // would record every worker as dead and queue their plans again.
 func Down(ctx context.Context, root, socket string, timeout time.Duration) (stopped []string, err error) {
-	if pid := orchctl.ServePID(root); pid != 0 {
+	if pid := ServePID(root); pid != 0 {
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			return stopped, fmt.Errorf("stop orch serve (pid %d): %w", pid, err)
 		}

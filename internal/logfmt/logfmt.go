@@ -1,4 +1,7 @@
-package lead
+// Package logfmt is the log handler orch serve and orch demo write with:
+// one short human line per slog record, its attributes as key=value pairs,
+// quoted where a value could break the line or drive the reader's terminal.
+package logfmt
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package lead
+package orchctl
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 
-	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -31,36 +31,35 @@ type Check struct {
 	Optional bool `json:"optional,omitempty"`
 }
 
+// DoctorConfig is what orch doctor checks, and what it checks with.
+type DoctorConfig struct {
+	Root string // the repo; empty outside one
+	// Agent, if set, is what orch serve --agent would be given (a profile
+	// name or a command).
+	Agent  string
+	BinDir string        // the directory orch runs from; an orch-notify there counts
+	Probe  time.Duration // bounds each agent profile's version command
+	Runner runner.Runner // runs tmux and git; nil means the OS
+}
+
 // Doctor checks what orch needs on this machine and in this repo, and says
-// how to fix what is missing. agentSpec, if set, is what orch serve --agent
-// would be given (a profile name or a command); every agent profile is
-// probed too, each version command bounded by probe.
-func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Duration) []Check {
+// how to fix what is missing. Every agent profile is probed too.
+func Doctor(ctx context.Context, dc DoctorConfig) []Check {
 	var out []Check
 	add := func(c Check) { out = append(out, c) }
+	run, root := dc.Runner, dc.Root
+	if run == nil {
+		run = runner.OS{}
+	}
 
-	if v, err := exec.CommandContext(ctx, "tmux", "-V").Output(); err != nil {
-		add(Check{Name: "tmux", Fix: "install tmux 3.0 or later (Debian/Ubuntu: sudo apt-get install -y tmux; macOS: brew install tmux)"})
-	} else {
-		ver := strings.TrimSpace(string(v))
-		ok := !strings.HasPrefix(ver, "tmux 1.") && !strings.HasPrefix(ver, "tmux 2.")
-		c := Check{Name: "tmux", OK: ok, Info: ver}
-		if !ok {
-			c.Fix = "upgrade tmux to 3.0 or later (pane options and hooks are needed)"
-		}
-		add(c)
-	}
-	if v, err := exec.CommandContext(ctx, "git", "--version").Output(); err != nil {
-		add(Check{Name: "git", Fix: "install git (Debian/Ubuntu: sudo apt-get install -y git)"})
-	} else {
-		add(Check{Name: "git", OK: true, Info: strings.TrimSpace(string(v))})
-	}
+	add(tmuxCheck(ctx, run))
+	add(gitCheck(ctx, run))
 	notifyPath, err := exec.LookPath("orch-notify")
 	switch {
 	case err == nil:
 		add(Check{Name: "orch-notify", OK: true, Info: notifyPath})
-	case binDir != "" && isExec(filepath.Join(binDir, "orch-notify")):
-		notifyPath = filepath.Join(binDir, "orch-notify")
+	case dc.BinDir != "" && isExec(filepath.Join(dc.BinDir, "orch-notify")):
+		notifyPath = filepath.Join(dc.BinDir, "orch-notify")
 		add(Check{Name: "orch-notify", OK: true, Info: notifyPath + " (next to orch; orch serve puts it on the workers' PATH)"})
 	default:
 		notifyPath = ""
@@ -75,13 +74,13 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 		unix.Close(fd)
 		add(Check{Name: "pidfd", OK: true})
 	}
-	if agentSpec != "" {
-		add(agentCheck(root, agentSpec))
-		if c, ok := asksCheck(root, agentSpec); ok {
+	if dc.Agent != "" {
+		add(agentCheck(root, dc.Agent))
+		if c, ok := asksCheck(root, dc.Agent); ok {
 			add(c)
 		}
 	}
-	out = append(out, ProbeAgents(ctx, root, probe)...)
+	out = append(out, ProbeAgents(ctx, root, dc.Probe)...)
 	if root == "" {
 		add(Check{Name: "repo", Fix: "run orch inside a git repository"})
 		return out
@@ -104,7 +103,7 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 			add(Check{Name: "credentials " + f, OK: true, Info: "mode 600"})
 		}
 	}
-	pid := orchctl.ServePID(root)
+	pid := ServePID(root)
 	if pid == 0 {
 		add(Check{Name: "lead loop", Info: "not running", Fix: "start it with orch serve (events are spooled meanwhile)"})
 		return out
@@ -122,6 +121,31 @@ func Doctor(ctx context.Context, root, agentSpec, binDir string, probe time.Dura
 		add(Check{Name: "lead loop", OK: true, Info: fmt.Sprintf("pid %d, broker %s", pid, cfg.URL)})
 	}
 	return out
+}
+
+// tmuxCheck asks tmux for its version: 3.0 or later has the pane options
+// and hooks the fleet needs.
+func tmuxCheck(ctx context.Context, run runner.Runner) Check {
+	v, err := run.Run(ctx, runner.Cmd{Name: "tmux", Args: []string{"-V"}})
+	if err != nil {
+		return Check{Name: "tmux", Fix: "install tmux 3.0 or later (Debian/Ubuntu: sudo apt-get install -y tmux; macOS: brew install tmux)"}
+	}
+	ver := strings.TrimSpace(string(v))
+	ok := !strings.HasPrefix(ver, "tmux 1.") && !strings.HasPrefix(ver, "tmux 2.")
+	c := Check{Name: "tmux", OK: ok, Info: ver}
+	if !ok {
+		c.Fix = "upgrade tmux to 3.0 or later (pane options and hooks are needed)"
+	}
+	return c
+}
+
+// gitCheck asks git for its version.
+func gitCheck(ctx context.Context, run runner.Runner) Check {
+	v, err := run.Run(ctx, runner.Cmd{Name: "git", Args: []string{"--version"}})
+	if err != nil {
+		return Check{Name: "git", Fix: "install git (Debian/Ubuntu: sudo apt-get install -y git)"}
+	}
+	return Check{Name: "git", OK: true, Info: strings.TrimSpace(string(v))}
 }
 
 // BuildCommand is how the README builds orch and orch-notify.

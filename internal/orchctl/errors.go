@@ -1,0 +1,19 @@
+package orchctl
+
+import "errors"
+
+// ErrNoFleet means a worker was addressed that the fleet does not have, or
+// one with no pane to read or type into.
+var ErrNoFleet = errors.New("no such worker in the fleet")
+
+// ErrNotServing means no orch serve is running for the repo.
+var ErrNotServing = errors.New("orch serve is not running for this repo (start it with orch serve)")
+
+// ErrTimeout means orch wait saw no callback in time.
+var ErrTimeout = errors.New("no callback")
+
+// ErrBadRounds means a verification was asked for with other than 1 or 3 rounds.
+var ErrBadRounds = errors.New("bad number of rounds")
+
+// ErrNotVerified means a plan has no verification to report.
+var ErrNotVerified = errors.New("plan has not been put to verification")
