@@ -1,20 +1,48 @@
-// Package lead is the lead loop, orch serve: it owns the embedded broker,
-// the fleet of workers and the record of what happened, and reacts to
-// events; nothing in it polls.
+// Package lead is the lead loop, orch serve: the daemon that owns the
+// embedded broker, the fleet and the record of what happened, and reacts
+// to events; nothing in it polls. The CLI's side is internal/orchctl; the
+// mechanics the loop drives are packages of their own (fleet: panes and
+// headless processes; harvest: committing what workers finished; gates:
+// acceptance and setup commands; internal/state: the record).
 //
-// How the pieces fit. Run takes the repo's lock, starts the broker, brings
-// up (or re-adopts) the tmux fleet, and then waits in one select for three
-// sources: messages the broker pushes to the lead's durable consumer
-// (worker events and the lead's own commands), fsnotify events on the spool
-// directory (events written while the broker was unreachable, which are
-// published into the stream and then arrive as messages like any other),
-// and cancellation. Every message is handled in that one goroutine, in
-// order: its effect (a harvest commit, a ledger entry, a state change) is
-// committed, the state file is saved, the callback for the lead is
-// published, and only then is the message acknowledged. A crash anywhere in
-// between means redelivery, and the record of handled event ids turns the
-// redelivery into a no-op. After each message the scheduler hands ready
-// plans to idle workers.
+// How the pieces fit. Run (lead.go) takes the repo's lock, starts the
+// broker, brings up (or re-adopts) the fleet, and then waits in one select
+// for: messages the broker pushes to the lead's durable consumer (worker
+// events and the lead's own commands), fsnotify events on the spool
+// directory (spool.go: events written while the broker was unreachable,
+// published into the stream to arrive like any other), the fleet's and the
+// gates' reports (a pane died, a process exited, a screen changed, a setup
+// or a gate run ended), one-shot timers, and cancellation. Every message is
+// handled in that one goroutine, in order: its effect (a harvest commit, a
+// ledger entry, a state change) is committed, its callback for the lead is
+// published, one state save records both, and only then is the message
+// acknowledged. A crash anywhere in between means redelivery, and the
+// record of handled event ids, the commits' trailers and the ledger's event
+// ids turn it into a no-op that sends the same callback again (dropped by
+// the stream as a copy). After each message the scheduler hands ready plans
+// to idle workers.
+//
+// The path of one done, from the worker to the next dispatch:
+//
+//  1. cmd/orch-notify main → notify Send: publish on <prefix>.ev.done and
+//     wait for the stream's ack (event.WriteSpool to .orch/spool if the
+//     broker cannot be reached).
+//  2. broker: the stream keeps it; the lead's push consumer delivers it.
+//  3. lead.go Run: the select's message case.
+//  4. harvest.go handleWaiting: each waiting message parsed once (parse);
+//     plainDone groups dones that can share commits; harvestDone →
+//     harvestAll checks each against the record (handle.go holder, revive).
+//  5. harvest package: Collect (the worktree's work on the plan's branch,
+//     RESULT.md read once), Results (one commit of the batch's RESULT.md
+//     files), Entry and Ledger (one ledger commit), called from harvestAll
+//     and settle.
+//  6. handle.go publishCallback: the callback orch wait will print; then,
+//     back in harvestDone, internal/state Save (one save) and the ack.
+//  7. schedule.go schedule → nextReady (planDef: PLAN.md as parsed when the
+//     plan was queued) → dispatchTo.
+//  8. worktree.go prepare → fleet Prepare: the worker's worktree readied.
+//  9. faults.go typeLine → fleet SendText/SendEnter (a tmux pane) or
+//     headless.go startHeadless → fleet Spawn (a headless process).
 package lead
 
 import (
