@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,30 @@ import (
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
+
+// serveIsolation is passed to orch serve as --isolation when set (worktree
+// or shared); empty leaves orch.yaml's, else worktree.
+var serveIsolation = flag.String("serve-isolation", "", "serve section: orch serve --isolation (worktree or shared); empty: orch.yaml's, else worktree")
+
+// cpuTicks reads utime+stime of pid itself and cutime+cstime of its
+// waited-for children from /proc/<pid>/stat, in clock ticks.
+func cpuTicks(pid int) (self, children int64, err error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the command name (in parentheses): utime is field 14,
+	// stime 15, cutime 16, cstime 17.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	var v [4]int64
+	for i := range v {
+		v[i], _ = strconv.ParseInt(f[11+i], 10, 64)
+	}
+	return v[0] + v[1], v[2] + v[3], nil
+}
 
 // bareServer is the hidden mode -bare-server <dir>: the broker orch serve
 // embeds (broker.Start: nats-server, JetStream, the one stream and its two
@@ -164,7 +189,11 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	}
 	defer bare.stop()
 
-	serve := exec.Command(filepath.Join(bin, "orch"), "serve", "--workers", strconv.Itoa(res.Workers), "--agent", "cat")
+	serveArgs := []string{"serve", "--workers", strconv.Itoa(res.Workers), "--agent", "cat"}
+	if *serveIsolation != "" {
+		serveArgs = append(serveArgs, "--isolation", *serveIsolation)
+	}
+	serve := exec.Command(filepath.Join(bin, "orch"), serveArgs...)
 	serve.Dir, serve.Env = repo, env
 	serveErr, err := serve.StderrPipe()
 	if err != nil {
@@ -248,7 +277,12 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 		_, _, err := notify.PublishOn(nc, cfg.Prefix, event.New(event.Dispatch, n, "", "", ""), 5*time.Second)
 		return err
 	}
+	cpu0, cpuKids0, err := cpuTicks(serve.Process.Pid)
+	if err != nil {
+		return res, err
+	}
 	t0 := time.Now()
+	logf("plans: start %d (unix ns), orch serve pid %d, %s", t0.UnixNano(), serve.Process.Pid, orchDir)
 	for range 2 * res.Workers {
 		if err := dispatch(); err != nil {
 			return res, err
@@ -299,10 +333,19 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 			return res, ctx.Err()
 		}
 	}
+	cpu1, cpuKids1, err := cpuTicks(serve.Process.Pid)
+	if err != nil {
+		return res, err
+	}
 	res.PlansWall = time.Since(t0)
+	logf("plans: end %d (unix ns)", time.Now().UnixNano())
 	if res.After, err = sampleProc(serve.Process.Pid); err != nil {
 		return res, err
 	}
+	perPlan := func(ticks int64) float64 { return float64(ticks) * 1000 / clockTick / float64(len(names)) }
+	logf("plans: %d in %.1f s; orch serve CPU (utime+stime, /proc/%d/stat) %d ticks = %.1f ms per plan; "+
+		"its waited-for children (cutime+cstime: git and the like) %d ticks = %.1f ms per plan",
+		len(names), res.PlansWall.Seconds(), serve.Process.Pid, cpu1-cpu0, perPlan(cpu1-cpu0), cpuKids1-cpuKids0, perPlan(cpuKids1-cpuKids0))
 	return res, nil
 }
 

@@ -217,10 +217,7 @@ func (l *Loop) queue(e event.Event) note {
 	// verification history.
 	*p = state.Run{Name: e.Plan, State: state.PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
 		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns}
-	if l.defs == nil {
-		l.defs = map[string]*plans.Plan{}
-	}
-	l.defs[e.Plan] = def // read once for this attempt (planDef)
+	l.keepDef(e.Plan, def) // parsed once while PLAN.md stays as it is (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return noted("queued")
 }

@@ -258,3 +258,25 @@ func TestHandleVerify(t *testing.T) {
 		t.Errorf("round plan on disk: %v %+v", err, def)
 	}
 }
+
+// A queued plan's definition is parsed once, and parsed again when its
+// PLAN.md changes: an edit counts at the next pass, as orch status shows.
+func TestPlanDefFollowsEdits(t *testing.T) {
+	l, _ := testLoop(t)
+	if err := plans.Write(l.cfg.Root, &plans.Plan{Name: "a", DependsOn: []string{"b"}, Body: "x\n"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.planDef("a")
+	if err != nil || len(d.DependsOn) != 1 {
+		t.Fatalf("first: %+v, %v", d, err)
+	}
+	if again, _ := l.planDef("a"); again != d {
+		t.Error("an unchanged PLAN.md was parsed again")
+	}
+	if err := os.WriteFile(plans.PlanPath(l.cfg.Root, "a"), plans.Render(&plans.Plan{Name: "a", Body: "x, now without the dependency\n"}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.planDef("a"); err != nil || len(d.DependsOn) != 0 {
+		t.Errorf("after the edit: %+v, %v", d, err)
+	}
+}

@@ -38,8 +38,8 @@
 //     and settle.
 //  6. handle.go publishCallback: the callback orch wait will print; then,
 //     back in harvestDone, internal/state Save (one save) and the ack.
-//  7. schedule.go schedule → nextReady (planDef: PLAN.md as parsed when the
-//     plan was queued) → dispatchTo.
+//  7. schedule.go schedule → nextReady (planDef: PLAN.md parsed once while
+//     it stays as it is) → dispatchTo.
 //  8. worktree.go prepare → fleet Prepare: the worker's worktree readied.
 //  9. faults.go typeLine → fleet SendText/SendEnter (a tmux pane) or
 //     headless.go startHeadless → fleet Spawn (a headless process).
@@ -68,7 +68,6 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/plans"
 )
 
 // Config is what orch serve was asked to do.
@@ -121,8 +120,8 @@ type Loop struct {
 	repo    *git.Repo
 	// harvester commits the harvests (package harvest).
 	harvester *harvest.Harvester
-	// defs are the queued plans' definitions, parsed once per attempt.
-	defs   map[string]*plans.Plan
+	// defs are the queued plans' definitions, kept while PLAN.md is unchanged.
+	defs   map[string]parsedDef
 	fleet  *fleet.Fleet // the workers; it reports on channels the loop selects on
 	st     *state.State
 	b      *broker.Broker

@@ -3,6 +3,7 @@ package lead
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -130,22 +131,39 @@ func (l *Loop) eligible(p *state.Run, w *state.Worker) bool {
 	return true
 }
 
-// planDef is the definition of a queued plan: PLAN.md as it was when this
-// attempt was queued, parsed once (and once more after a restart), not at
-// every scheduling pass.
+// planDef is the definition of a queued plan, parsed once and kept while
+// PLAN.md stays as it was (one stat per pass, no parse): an edit to a
+// queued plan counts at the next pass, as orch status shows it.
 func (l *Loop) planDef(name string) (*plans.Plan, error) {
-	if d := l.defs[name]; d != nil {
-		return d, nil
+	fi, err := os.Stat(plans.PlanPath(l.cfg.Root, name))
+	if c, ok := l.defs[name]; ok && err == nil && fi.ModTime().Equal(c.mtime) && fi.Size() == c.size {
+		return c.def, nil
 	}
 	d, err := plans.Load(l.cfg.Root, name)
 	if err != nil {
 		return nil, err
 	}
-	if l.defs == nil {
-		l.defs = map[string]*plans.Plan{}
-	}
-	l.defs[name] = d
+	l.keepDef(name, d)
 	return d, nil
+}
+
+// parsedDef is a plan definition and the PLAN.md it was parsed from.
+type parsedDef struct {
+	def   *plans.Plan
+	mtime time.Time
+	size  int64
+}
+
+// keepDef keeps d, just parsed from name's PLAN.md, for planDef.
+func (l *Loop) keepDef(name string, d *plans.Plan) {
+	fi, err := os.Stat(plans.PlanPath(l.cfg.Root, name))
+	if err != nil {
+		return
+	}
+	if l.defs == nil {
+		l.defs = map[string]parsedDef{}
+	}
+	l.defs[name] = parsedDef{def: d, mtime: fi.ModTime(), size: fi.Size()}
 }
 
 func (l *Loop) planState(name string) string {

@@ -82,7 +82,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, no
 		// Likely the same for the next plan (the network is down, a file
 		// must be fixed): new setups wait, longer while failures go on.
 		l.setupBackoff = min(max(2*l.setupBackoff, setupBackoffMin), setupBackoffMax)
-		l.setupHoldUntil = time.Now().Add(l.setupBackoff)
+		l.setupHoldUntil = l.cfg.Now().Add(l.setupBackoff)
 		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "why", why)
 		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, reason, "")), noted("failed: " + reason)
 	}
