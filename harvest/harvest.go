@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -337,4 +338,49 @@ func (h *Harvester) locked(fn func() error) error {
 	}
 	defer lk.Unlock()
 	return fn()
+}
+
+// Commit commits paths with msg under orch's git lock: the lead's commits
+// beside the harvests (a verification's plan and matrix). A commit with
+// nothing new in it (a redelivered event's) is no error.
+func (h *Harvester) Commit(ctx context.Context, msg string, paths ...string) error {
+	return h.locked(func() error {
+		_, err := h.cfg.Repo.Commit(ctx, msg, paths...)
+		if errors.Is(err, git.ErrNothingToCommit) {
+			err = nil
+		}
+		return err
+	})
+}
+
+// Gates commits the evidence of a plan's acceptance gates (rel, written
+// by package gates) next to its RESULT.md, once per gated event e: a
+// redelivery finds the commit by its trailer. Evidence that could not be
+// written is not committed (the verdict says why).
+func (h *Harvester) Gates(ctx context.Context, e event.Event, rel string) error {
+	return h.locked(func() error {
+		if sha, err := h.Committed(ctx, e.ID); err != nil || sha != "" {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(h.cfg.Root, filepath.FromSlash(rel))); err != nil {
+			return nil
+		}
+		_, err := h.cfg.Repo.Commit(ctx, Message("gates "+e.Plan+": "+SubjectLine(e.Status), []event.Event{{ID: e.ID}}, TrailerEvent), rel)
+		if errors.Is(err, git.ErrNothingToCommit) {
+			err = nil
+		}
+		return err
+	})
+}
+
+// Def is what run p was dispatched with; a record from before runs kept
+// it gets its PLAN.md as it is now.
+func Def(root string, p *state.Run) *state.Def {
+	if p.Def != nil {
+		return p.Def
+	}
+	if d, err := plans.Load(root, p.Name); err == nil {
+		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
+	}
+	return &state.Def{}
 }

@@ -236,7 +236,7 @@ func (l *Loop) typeLine(ctx context.Context, w *state.Worker, plan string) error
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if w.Headless {
-		return l.startHeadless(w, plan, line)
+		return fmt.Errorf("%s is headless: its plan goes to a process (handOver), not a pane", w.ID)
 	}
 	if err := l.fleet.CheckPane(ctx, w); err != nil {
 		return err

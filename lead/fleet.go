@@ -50,7 +50,7 @@ func (l *Loop) reportLost() {
 		}
 		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Lost, Worker: lp.Worker, Pane: lp.Pane,
 			Plan: lp.Plan, Attempt: lp.Attempt, Host: hostname(), Status: status, Time: l.cfg.Now().UTC()}
-		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
+		if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
 			l.log.Error("report lost pane", "worker", lp.Worker, "err", err)
 		}
 	}
@@ -62,7 +62,7 @@ func (l *Loop) reportLost() {
 func (l *Loop) reportDeath(d fleet.Death) {
 	e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Died, Worker: d.Worker, Pane: d.Pane,
 		Host: hostname(), Status: fmt.Sprintf("pane %s exited (process %d)", d.Pane, d.PID), Time: l.cfg.Now().UTC()}
-	if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
+	if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
 		l.log.Error("report worker death", "worker", d.Worker, "err", err)
 	}
 }

@@ -3,10 +3,7 @@ package lead
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,8 +11,6 @@ import (
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/gates"
-	"github.com/orch-dev/orch/git"
-	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
@@ -45,7 +40,7 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	// The subject says who may have sent it (workers may publish only
 	// <prefix>.ev.>): a kind must arrive on its own subject, so a worker
 	// cannot pass a lead command off as an event.
-	if want := event.Subject(l.b.Prefix(), e.Kind); m.Subject() != want {
+	if want := event.Subject(l.prefix, e.Kind); m.Subject() != want {
 		l.refuse(e, fmt.Sprintf("a %s event must arrive on %s, not %s", e.Kind, want, m.Subject()))
 		if err := l.save(); err != nil {
 			m.NakWithDelay(retryBackoff(m))
@@ -58,7 +53,7 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 		l.harvestDone(ctx, []inbound{in}) // the one harvest path
 		return
 	}
-	cb, dup, before, err := l.apply(ctx, e)
+	cb, dup, err := l.apply(ctx, e)
 	if err != nil {
 		l.notYet(in, err)
 		return
@@ -78,10 +73,13 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	}
 	_, hadErr := l.st.Errors[e.ID]
 	delete(l.st.Errors, e.ID)
-	if !dup || cb != nil || hadErr {
+	// The dispatches the event makes possible share its save.
+	next, changed := l.assign(ctx)
+	if !dup || cb != nil || hadErr || l.unsaved || len(next) > 0 || changed {
 		if err := l.save(); err != nil {
-			l.pending = nil
-			l.st = before.Restore(l.st) // not recorded: the redelivery must find it undone
+			// Kept in memory (the lead may have been told): the event comes
+			// again and is acknowledged once a save succeeds.
+			undo(next)
 			l.log.Error("save state; the event will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
 			m.NakWithDelay(retryBackoff(m))
 			return
@@ -89,31 +87,29 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	}
 	if !published {
 		m.NakWithDelay(retryBackoff(m))
-		return
-	}
-	if err := m.DoubleAck(ctx); err != nil {
+	} else if err := m.DoubleAck(ctx); err != nil {
 		// The effect is committed and recorded; a redelivery will be a no-op.
 		l.log.Warn("ack", "event", e.ID, "err", err)
 	}
+	l.runPending()
+	l.handOver(ctx, next)
 }
 
 // apply gives an event its effect exactly once, records it as handled (in
 // memory: the caller saves) and returns the callback for the lead, if the
-// event warrants one, and the state as it was before, for the caller to
-// restore if the save fails. dup says the event had its effect before. An
-// error means nothing was recorded as handled: the event is to be
-// redelivered.
-func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, dup bool, before state.Snapshot, err error) {
+// event warrants one. dup says the event had its effect before. An error
+// means nothing was recorded as handled: the event is to be redelivered.
+func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, dup bool, err error) {
 	if h, ok := l.st.Handled[e.ID]; ok {
 		l.log.Info("duplicate event, no effect", "kind", e.Kind, "plan", e.Plan, "event", e.ID)
 		if h.Published {
-			return nil, true, before, nil
+			return nil, true, nil
 		}
-		return h.Callback, true, l.st.Snapshot(), nil
+		return h.Callback, true, nil
 	}
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
-	before = l.st.Snapshot()
+	before := l.st.Snapshot()
 	var n note
 	switch e.Kind {
 	case event.Dispatch:
@@ -150,13 +146,13 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
 		l.st = before.Restore(l.st)
-		return nil, false, before, err
+		return nil, false, err
 	}
 	if n.kind == ignoredKind {
 		l.log.Info(n.text, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
 	}
 	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: n.text}
-	return cb, false, before, nil
+	return cb, false, nil
 }
 
 // A note is what handling an event came to, kept in the record
@@ -284,22 +280,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, note,
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
 		return nil, ignoring("no gates running for this attempt of " + e.Plan), nil
 	}
-	rel := plans.Dir + "/" + e.Plan + "/" + gates.GatesFile
-	err := l.withGitLock(func() error {
-		if sha, err := l.harvester.Committed(ctx, e.ID); err != nil || sha != "" {
-			return err
-		}
-		if _, err := os.Stat(filepath.Join(l.cfg.Root, filepath.FromSlash(rel))); err != nil {
-			return nil // the evidence could not be written; the verdict says why
-		}
-		msg := harvest.Message("gates "+e.Plan+": "+harvest.SubjectLine(e.Status), []event.Event{{ID: e.ID}}, harvest.TrailerEvent)
-		_, err := l.repo.Commit(ctx, msg, rel)
-		if errors.Is(err, git.ErrNothingToCommit) {
-			err = nil
-		}
-		return err
-	})
-	if err != nil {
+	if err := l.harvester.Gates(ctx, e, plans.Dir+"/"+e.Plan+"/"+gates.GatesFile); err != nil {
 		return nil, note{}, fmt.Errorf("gates %s: %w", e.Plan, err)
 	}
 	p.Gates = false
@@ -360,11 +341,14 @@ func (l *Loop) free(w *state.Worker) {
 	w.Since = l.cfg.Now().UTC()
 }
 
-// publishCallback stores the callback for orch wait. Its message id is
-// derived from the event id, so a redelivered event does not wake the lead
-// twice.
-func (l *Loop) publishCallback(cb *event.Callback) error {
-	msg := nats.NewMsg(broker.CallbackSubject(l.b.Prefix(), string(cb.Kind)))
+// publishCallback stores the callback for orch wait (through l.publish:
+// the broker, or a unit test's record).
+func (l *Loop) publishCallback(cb *event.Callback) error { return l.publish(cb) }
+
+// toBroker publishes a callback on the broker. Its message id is derived
+// from the event id, so a redelivered event does not wake the lead twice.
+func (l *Loop) toBroker(cb *event.Callback) error {
+	msg := nats.NewMsg(broker.CallbackSubject(l.prefix, string(cb.Kind)))
 	msg.Header.Set(nats.MsgIdHdr, "cb-"+cb.Event)
 	data, err := json.Marshal(cb)
 	if err != nil {
@@ -385,7 +369,7 @@ func (l *Loop) reportRegates() {
 		}
 		e := event.New(event.Regate, p.Name, "", "", hostname())
 		e.Attempt = p.Attempts
-		if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 5*time.Second); err != nil {
+		if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
 			l.log.Error("regate", "plan", p.Name, "err", err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/verify"
 )
 
 // Unit tests of the loop's handlers: each event's effect on the record,
@@ -54,6 +55,7 @@ func testLoop(t *testing.T) (*Loop, *fake.Runner) {
 		st:      state.New(),
 	}
 	l.harvester = harvest.New(harvest.Config{Root: root, Repo: repo})
+	l.rounds = &verify.Rounds{Root: root, Repo: repo, Harvester: l.harvester, Log: l.log, Now: l.cfg.Now}
 	l.st.Workers = []*state.Worker{{ID: "w1", State: state.WorkerBusy, Plan: "p", Pane: "%1"}, {ID: "w2", State: state.WorkerIdle, Pane: "%2"}}
 	l.st.Plans["p"] = &state.Run{Name: "p", State: state.PlanRunning, Worker: "w1", Attempts: 1, AttemptSince: testNow.Add(-time.Hour), Def: &state.Def{}}
 	return l, f
@@ -178,7 +180,7 @@ func TestHandleDoneForged(t *testing.T) {
 func TestHandleBlocked(t *testing.T) {
 	l, _ := testLoop(t)
 	e := workerEvent(event.Blocked, "p", "w1", "needs a key")
-	cb, _, _, err := l.apply(context.Background(), e)
+	cb, _, err := l.apply(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestHandleBlocked(t *testing.T) {
 	}
 	again := workerEvent(event.Blocked, "p", "w1", "again")
 	l.st.Worker("w1").Plan = "p"
-	if cb, _, _, err := l.apply(context.Background(), again); err != nil || cb != nil || l.st.Plans["p"].Reason != "needs a key" {
+	if cb, _, err := l.apply(context.Background(), again); err != nil || cb != nil || l.st.Plans["p"].Reason != "needs a key" {
 		t.Errorf("second blocked: %+v, %v, plan %+v", cb, err, l.st.Plans["p"])
 	}
 }
@@ -220,7 +222,7 @@ func TestHandleGated(t *testing.T) {
 			if tt.want == state.PlanDone {
 				expectCommit(f, "ledger #1: p (ok)\n\nOrch-Ledger-Event: d1\n", "l1", ledger.File)
 			}
-			cb, _, _, err := l.apply(context.Background(), e)
+			cb, _, err := l.apply(context.Background(), e)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +244,7 @@ func TestHandleVerify(t *testing.T) {
 	e := event.New(event.Verify, "p", "1", "", "h")
 	f.Expect("git", []string{"show", "r1:plans/p/RESULT.md"}, "# Result\n\n## Claims\n1. it builds\n2. tests pass\n", nil)
 	expectCommit(f, "verify p: round 1 of 1\n", "v1", "plans/p.v1r1/PLAN.md")
-	cb, _, _, err := l.apply(context.Background(), e)
+	cb, _, err := l.apply(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
 	}

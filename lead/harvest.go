@@ -90,7 +90,7 @@ func (l *Loop) handleWaiting(ctx context.Context, m jetstream.Msg) {
 
 // isDone says whether in is a well-formed done event on its own subject.
 func (l *Loop) isDone(in inbound) bool {
-	return in.err == nil && in.e.Kind == event.Done && in.m.Subject() == event.Subject(l.b.Prefix(), in.e.Kind)
+	return in.err == nil && in.e.Kind == event.Done && in.m.Subject() == event.Subject(l.prefix, in.e.Kind)
 }
 
 func (l *Loop) handledAlready(in inbound) bool {
@@ -190,9 +190,14 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 	if len(hs) > 1 {
 		l.fault("batch-before-published-save")
 	}
+	// The workers the harvests freed get their next plans in the same
+	// save; the lines are typed after the acks.
+	next, _ := l.assign(ctx)
 	if err := l.save(); err != nil {
-		l.pending = nil
-		l.st = before.Restore(l.st)
+		// The callbacks are out: the record in memory keeps what the lead
+		// was told. The events come again, and are acknowledged once a
+		// save succeeds; nothing is typed before then.
+		undo(next)
 		l.log.Error("save state after a harvest; its events will be redelivered", "events", len(group), "err", err)
 		for _, in := range group {
 			in.m.NakWithDelay(retryBackoff(in.m))
@@ -223,6 +228,8 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 			l.log.Warn("flush acks", "err", err)
 		}
 	}
+	l.runPending()
+	l.handOver(ctx, next)
 }
 
 // notYet records why an event's effect could not be committed and has it
@@ -369,7 +376,8 @@ func (l *Loop) settle(ctx context.Context, hs []*harvested) error {
 		p := h.p
 		switch {
 		case p.VerifyOf != "":
-			cb, err := l.verdicts(ctx, p, h.w)
+			l.free(h.w)
+			cb, err := l.rounds.Verdicts(ctx, l.st, p)
 			if err != nil {
 				return err
 			}
@@ -378,7 +386,7 @@ func (l *Loop) settle(ctx context.Context, hs []*harvested) error {
 			// Not done until someone else has tried to tear it apart: the
 			// ledger entry waits for the verdict.
 			l.free(h.w)
-			cb, err := l.startVerification(ctx, p, h.def.Verify, false)
+			cb, err := l.rounds.Start(ctx, l.st, p, h.def.Verify, false)
 			if err != nil {
 				return err
 			}
@@ -411,16 +419,8 @@ func (l *Loop) settle(ctx context.Context, hs []*harvested) error {
 	return nil
 }
 
-// def is what the plan was dispatched with (older records: PLAN.md now).
-func (l *Loop) def(p *state.Run) *state.Def {
-	if p.Def != nil {
-		return p.Def
-	}
-	if d, err := plans.Load(l.cfg.Root, p.Name); err == nil {
-		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
-	}
-	return &state.Def{}
-}
+// def is what the plan was dispatched with (harvest.Def).
+func (l *Loop) def(p *state.Run) *state.Def { return harvest.Def(l.cfg.Root, p) }
 
 func short(sha string) string {
 	if len(sha) > 10 {

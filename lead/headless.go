@@ -14,7 +14,8 @@ import (
 )
 
 // The headless backend's side in the loop: a plan is started as a child
-// process (fleet.Spawn) whose pid is saved before its agent may run, and
+// process (fleet.Spawn, from schedule.go handOver, once the attempt is
+// recorded) whose pid is saved before its agent may run, and
 // its exit (fleet.Exits) goes into the stream as an exited record, behind
 // the worker's own orch-notify done; the loop decides there: a plan still
 // held then failed (the agent stopped without saying done).

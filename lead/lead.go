@@ -61,6 +61,7 @@ import (
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
@@ -68,6 +69,7 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/verify"
 )
 
 // Config is what orch serve was asked to do.
@@ -120,11 +122,13 @@ type Loop struct {
 	repo    *git.Repo
 	// harvester commits the harvests (package harvest).
 	harvester *harvest.Harvester
+	rounds    *verify.Rounds // verification rounds (package verify)
 	// defs are the queued plans' definitions, kept while PLAN.md is unchanged.
 	defs   map[string]parsedDef
 	fleet  *fleet.Fleet // the workers; it reports on channels the loop selects on
 	st     *state.State
 	b      *broker.Broker
+	prefix string // the broker's subject prefix
 	nc     *nats.Conn
 	msgs   chan jetstream.Msg
 	timers chan ackCheck
@@ -145,6 +149,12 @@ type Loop struct {
 	setupHoldUntil time.Time
 	setupBackoff   time.Duration
 	holdArmed      bool
+	// unsaved says the last save failed: the record in memory is ahead of
+	// the file. saves counts the saves (tests, and the bench's figure).
+	unsaved bool
+	saves   int
+	// publish stores a callback for the lead (toBroker).
+	publish func(*event.Callback) error
 	// gates runs the acceptance gates and setup commands and owns their
 	// process groups (killed when the loop stops).
 	gates *gates.Runner
@@ -155,6 +165,9 @@ type Loop struct {
 func (l *Loop) after(fn func()) { l.pending = append(l.pending, fn) }
 
 func (l *Loop) runPending() {
+	if l.unsaved {
+		return // not recorded yet: they run after the next save that succeeds
+	}
 	p := l.pending
 	l.pending = nil
 	for _, fn := range p {
@@ -170,8 +183,15 @@ func send[T any](l *Loop, ch chan T, v T) {
 	}
 }
 
-// Run runs the lead loop until ctx is cancelled.
-func Run(ctx context.Context, cfg Config) error {
+// Run runs the lead loop until ctx is cancelled. Cancelled while it
+// starts (orch down right after orch serve), it stops without an error.
+func Run(ctx context.Context, cfg Config) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			cfg.Logger.Info("stopped while starting", "err", err)
+			err = nil
+		}
+	}()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,6 +210,7 @@ func Run(ctx context.Context, cfg Config) error {
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		timers: make(chan ackCheck, 64), starts: make(chan startCheck, 64), stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
+	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("serve: %w: no %s in %s (run orch init first)", ErrNotInitialised, orchdir.Name, cfg.Root)
 	}
@@ -222,6 +243,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	l.harvester = harvest.New(harvest.Config{Root: cfg.Root, Repo: l.repo, Log: l.log, Fault: l.fault})
+	l.rounds = &verify.Rounds{Root: cfg.Root, Repo: l.repo, Harvester: l.harvester, Log: l.log, Now: cfg.Now}
 	if l.conf, err = config.Load(cfg.Root); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -244,6 +266,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.b.Shutdown()
+	l.prefix = l.b.Prefix()
 	connLost := make(chan struct{})
 	if l.nc, err = l.b.ConnectLead(nats.ClosedHandler(func(*nats.Conn) { close(connLost) })); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -257,7 +280,7 @@ func Run(ctx context.Context, cfg Config) error {
 	panes := !headless && (cfg.Workers > 0 || l.st.Session != "")
 	l.fleet, err = fleet.New(fleet.Config{Root: cfg.Root, OrchDir: l.orchDir, Repo: l.repo, Panes: panes,
 		TmuxSocket: cfg.TmuxSocket, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
-		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.b.Prefix(),
+		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.prefix,
 		// The gates' runner, made below, tracks the setup's process group.
 		Setup:  func(dir, plan, worker string) error { return gates.Setup(l.conf, dir, plan, worker, l.gates.Track) },
 		Logger: l.log, Now: cfg.Now, Fault: l.fault})
@@ -411,15 +434,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-func (l *Loop) save() error { return l.st.Save(l.orchDir) }
-
-// withGitLock serialises orch's own commits across processes (orch serve,
-// orch plan new, orch ledger settle).
-func (l *Loop) withGitLock(fn func() error) error {
-	lk, err := flock.Exclusive(filepath.Join(l.orchDir, orchdir.GitLock))
-	if err != nil {
-		return err
-	}
-	defer lk.Unlock()
-	return fn()
+// save writes the record. After a failed save, events are acknowledged
+// and pending work started only once a save succeeds (unsaved).
+func (l *Loop) save() error {
+	l.saves++
+	err := l.st.Save(l.orchDir)
+	l.unsaved = err != nil
+	return err
 }

@@ -18,12 +18,30 @@ import (
 
 // schedule hands ready plans to idle workers: highest priority first, then
 // the oldest queued. A plan is ready when every plan it depends on is done.
-// The state is saved before anything is typed, so a crash can leave a plan
-// marked dispatched but never typed (found by its missing "started"), but
-// never typed twice.
+// The hand-offs are recorded with one save before anything is typed, so a
+// crash can leave a plan marked dispatched but never typed (found by its
+// missing "started"), but never typed twice.
 func (l *Loop) schedule(ctx context.Context) {
-	if !l.fleet.Panes() && !l.cfg.Headless {
+	hs, changed := l.assign(ctx)
+	if len(hs) == 0 && !changed {
 		return
+	}
+	if err := l.save(); err != nil {
+		l.log.Error("save state before dispatch; nothing typed", "err", err)
+		undo(hs)
+		return
+	}
+	l.handOver(ctx, hs)
+}
+
+// assign decides the next dispatches in the record (see assignTo) and
+// says whether the record changed otherwise (a plan held with a reason).
+// Nothing reaches a worker and nothing is saved: the caller saves, then
+// hands over (or undoes) what it returns. A handler's event and the
+// dispatches that follow it share that one save.
+func (l *Loop) assign(ctx context.Context) (hs []*handoff, changed bool) {
+	if !l.fleet.Panes() && !l.cfg.Headless {
+		return nil, false
 	}
 	if wait := l.setupHoldUntil.Sub(l.cfg.Now()); wait > 0 && l.isolated() && l.conf.Setup != "" {
 		// A setup just failed: new ones wait out the back-off; one timer
@@ -32,17 +50,17 @@ func (l *Loop) schedule(ctx context.Context) {
 			l.holdArmed = true
 			time.AfterFunc(wait, func() { send(l, l.wake, struct{}{}) })
 		}
-		return
+		return nil, false
 	}
 	held := map[string]bool{} // plans that cannot go this pass
 	for {
 		idle := l.st.IdleWorkers()
 		if len(idle) == 0 {
-			return
+			return hs, changed
 		}
 		p, w := l.nextReady(idle, held)
 		if p == nil {
-			return
+			return hs, changed
 		}
 		// --stagger: at most one dispatch per interval, so that results
 		// (and reviews) do not all arrive in one burst. One timer wakes
@@ -52,11 +70,17 @@ func (l *Loop) schedule(ctx context.Context) {
 				l.staggerArmed = true
 				time.AfterFunc(wait, func() { send(l, l.wake, struct{}{}) })
 			}
-			return
+			return hs, changed
 		}
-		switch l.dispatchTo(ctx, p, w) {
+		out, h := l.assignTo(ctx, p, w)
+		if h != nil {
+			hs = append(hs, h)
+		} else {
+			changed = true
+		}
+		switch out {
 		case stop:
-			return // it could not go out; the next event tries again, no spinning
+			return hs, changed // it could not go out; the next event tries again, no spinning
 		case holdPlan:
 			held[p.Name] = true // the others may still go; each turn holds one plan
 		}
@@ -182,23 +206,64 @@ const (
 	stop                    // nothing more this pass
 )
 
-// dispatchTo hands p to w and says how the scheduler goes on.
+// A handoff is a plan given to a worker in the record and not carried out
+// yet: once the record is saved, its line is typed, its process started
+// or its setup run (handOver); if the save fails, undo puts the record
+// back as it was.
+type handoff struct {
+	p, parent   *state.Run // parent: the plan p verifies, if any
+	w           *state.Worker
+	was, wasPar state.Run
+	wasW        state.Worker
+	setup       bool // the setup command runs first
+}
+
+// undo takes back hand-offs whose record could not be saved.
+func undo(hs []*handoff) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		h := hs[i]
+		*h.p, *h.w = h.was, h.wasW
+		if h.parent != nil {
+			*h.parent = h.wasPar
+		}
+	}
+}
+
+// dispatchTo hands p to w at once: assigned, saved, handed over.
 func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) outcome {
+	out, h := l.assignTo(ctx, p, w)
+	if h == nil {
+		return out
+	}
+	if err := l.save(); err != nil {
+		l.log.Error("save state before dispatch; nothing typed", "plan", p.Name, "err", err)
+		undo([]*handoff{h})
+		return stop
+	}
+	l.handOver(ctx, []*handoff{h})
+	return out
+}
+
+// assignTo gives p to w in the record and says how the scheduler goes on.
+// The worktree is readied here; the line is typed, the headless process
+// started or the setup command run only by handOver, after the save. A nil handoff means p did not go (its
+// record says why).
+func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (outcome, *handoff) {
 	if _, err := fleet.DispatchLine(p.Name, l.fleet.NotifyBin()); err != nil { // names are validated on the way in; this is a second guard
 		p.State, p.Reason = state.PlanFailed, err.Error()
-		l.save()
-		return stop
+		return stop, nil
 	}
 	def, err := l.planDef(p.Name)
 	if err != nil {
 		p.State, p.Reason = state.PlanFailed, "cannot dispatch: "+err.Error()
 		id := fmt.Sprintf("load-%s-%d-%d", p.Name, p.Attempts, l.cfg.Now().UnixNano())
 		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, event.NewCallback(event.CallbackFailed, id, p.Name, "", p.Reason, "")))
-		defer l.flushOutbox()
-		if err := l.save(); err != nil {
-			l.log.Error("save state", "err", err)
-		}
-		return stop
+		l.flushOutbox()
+		return stop, nil
+	}
+	h := &handoff{p: p, w: w, was: *p, wasW: *w, parent: l.st.Plans[p.VerifyOf]}
+	if h.parent != nil {
+		h.wasPar = *h.parent
 	}
 	p.Def = &state.Def{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet}
 	delete(l.defs, p.Name) // this attempt holds it now; the next one reads PLAN.md again
@@ -209,13 +274,17 @@ func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) ou
 		err := l.prepare(pctx, p, w)
 		cancel()
 		if err != nil {
-			return l.prepareFailed(p, w, err)
+			return l.prepareFailed(p, w, err), nil
 		}
 		if l.conf.Setup != "" {
 			// The setup command runs off the loop; its end is a prepared
 			// record, which dispatches the plan (or fails it).
-			l.startSetup(p, w)
-			return goOn
+			now := l.cfg.Now().UTC()
+			p.SetupRuns++
+			p.Preparing, p.Worker, p.Reason, p.Updated = p.SetupRuns, w.ID, "setup running in "+w.ID+"'s worktree", now
+			w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
+			h.setup = true
+			return goOn, h
 		}
 	}
 	p.Preparing = 0
@@ -231,44 +300,52 @@ func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) ou
 	p.Typed, p.Enters, p.Echo, p.Waiting, p.IdleEvent = false, 0, 0, false, ""
 	p.Attempts++
 	w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
-	if err := l.save(); err != nil {
-		l.log.Error("save state before dispatch", "err", err)
-		p.State, p.Worker, p.Def = state.PlanQueued, "", nil
-		p.Attempts--
-		w.State, w.Plan = state.WorkerIdle, ""
-		return stop
-	}
-	if err := l.typeLine(ctx, w, p.Name); err != nil && w.Headless {
-		// Starting a process fails for reasons of this machine (a log file
-		// that cannot be opened, fork), not of the worker: the plan waits,
-		// with the reason, and the worker stays usable.
-		l.log.Error("headless start failed; plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
-		p.State, p.Worker, p.Reason = state.PlanQueued, "", "headless start on "+w.ID+" failed: "+err.Error()
-		p.Attempts--
-		w.State, w.Plan, w.PID = state.WorkerIdle, "", 0
-		l.save()
-		return holdPlan
-	} else if err != nil {
-		l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
-		// Nothing reached a worker: this was no attempt.
-		p.State, p.Worker, p.Reason = state.PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
-		p.Attempts--
-		w.State, w.Plan, w.Reason = state.WorkerDead, "", err.Error()
-		l.save()
-		return stop
-	}
-	if !w.Headless {
-		l.armAck(p, false) // a headless process's exit says more, and sooner
-	}
-	if parent := l.st.Plans[p.VerifyOf]; parent != nil && parent.Verification != nil {
+	if parent := h.parent; parent != nil && parent.Verification != nil {
 		v := parent.Verification
 		parent.Verifier, parent.Reason = w.ID, fmt.Sprintf("verification round %d of %d: %s verifying (%s)", v.Round, v.Rounds, w.ID, p.Name)
-		if err := l.save(); err != nil {
-			l.log.Error("save state", "err", err)
-		}
 	}
-	l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
-	return goOn
+	return goOn, h
+}
+
+// handOver carries out hand-offs whose record is saved: each setup
+// command starts, each headless process starts (its pid saved before it is
+// let go: a second save), each line is typed.
+func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
+	for _, h := range hs {
+		p, w := h.p, h.w
+		switch {
+		case h.setup:
+			l.fleet.RunSetup(p.Name, p.Preparing, w.ID)
+			continue
+		case w.Headless:
+			// The attempt is recorded: the process starts, held at its gate
+			// until its pid is saved too.
+			line, _ := fleet.DispatchLine(p.Name, l.fleet.NotifyBin())
+			if err := l.startHeadless(w, p.Name, line); err != nil {
+				// Starting a process fails for reasons of this machine (a log
+				// file that cannot be opened, fork), not of the worker: the
+				// plan waits, with the reason, and the worker stays usable.
+				l.log.Error("headless start failed; plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
+				p.State, p.Worker, p.Reason = state.PlanQueued, "", "headless start on "+w.ID+" failed: "+err.Error()
+				p.Attempts--
+				w.State, w.Plan, w.PID = state.WorkerIdle, "", 0
+				l.save()
+				continue
+			}
+		default:
+			if err := l.typeLine(ctx, w, p.Name); err != nil {
+				l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
+				// Nothing reached a worker: this was no attempt.
+				p.State, p.Worker, p.Reason = state.PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
+				p.Attempts--
+				w.State, w.Plan, w.Reason = state.WorkerDead, "", err.Error()
+				l.save()
+				continue
+			}
+			l.armAck(p, false) // a headless process's exit says more, and sooner
+		}
+		l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
+	}
 }
 
 func fmtValue(v *float64) string {

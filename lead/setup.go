@@ -26,18 +26,6 @@ const (
 	setupBackoffMax = time.Minute
 )
 
-// startSetup reserves w for p and runs the setup command in w's worktree.
-func (l *Loop) startSetup(p *state.Run, w *state.Worker) {
-	now := l.cfg.Now().UTC()
-	p.SetupRuns++
-	p.Preparing, p.Worker, p.Reason, p.Updated = p.SetupRuns, w.ID, "setup running in "+w.ID+"'s worktree", now
-	w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
-	if err := l.save(); err != nil {
-		l.log.Error("save state", "err", err)
-	}
-	l.fleet.RunSetup(p.Name, p.Preparing, w.ID)
-}
-
 // resumeSetups runs again the setup commands that were running when the
 // last lead loop stopped (their record, if one came, is handled first and
 // makes the second one a no-op).

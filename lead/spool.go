@@ -47,7 +47,7 @@ func (l *Loop) ingestFile(path string) {
 // once the broker has stored it. If publishing fails the file stays, to be
 // retried at the next start.
 func (l *Loop) publishSpooled(s event.Spooled) {
-	if _, _, err := notify.PublishOn(l.nc, l.b.Prefix(), s.Event, 5*time.Second); err != nil {
+	if _, _, err := notify.PublishOn(l.nc, l.prefix, s.Event, 5*time.Second); err != nil {
 		l.log.Error("spool: publish failed, file kept", "file", filepath.Base(s.Path), "err", err)
 		return
 	}
@@ -63,7 +63,7 @@ func (l *Loop) publishSpooled(s event.Spooled) {
 // published again by the spool watcher, or at the next start, never lost.
 // Its id makes a copy that did get in before a no-op.
 func (l *Loop) publishRecord(e event.Event) {
-	_, _, err := notify.PublishOn(l.nc, l.b.Prefix(), e, 10*time.Second)
+	_, _, err := notify.PublishOn(l.nc, l.prefix, e, 10*time.Second)
 	if err == nil {
 		return
 	}

@@ -1,0 +1,153 @@
+package lead
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/internal/runner/fake"
+	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/ledger"
+	"github.com/orch-dev/orch/tmux"
+)
+
+// msg is a delivery of the lead's consumer that records how it was
+// settled.
+type msg struct {
+	jetstream.Msg
+	acks, naks int
+	subject    string
+}
+
+func (m *msg) Subject() string { return m.subject }
+
+func (m *msg) DoubleAck(context.Context) error  { m.acks++; return nil }
+func (m *msg) Ack() error                       { m.acks++; return nil }
+func (m *msg) NakWithDelay(time.Duration) error { m.naks++; return nil }
+func (m *msg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{NumDelivered: 1}, nil
+}
+func (m *msg) Headers() nats.Header { return nil }
+
+// paneLoop is testLoop with a tmux fleet whose tmux is the strict fake
+// tf, w2 dead, plan q queued behind p, and callbacks recorded in *sent.
+func paneLoop(t *testing.T) (l *Loop, gf, tf *fake.Runner, sent *[]*event.Callback) {
+	t.Helper()
+	l, gf = testLoop(t)
+	tf = fake.New(t)
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: tf},
+		Isolation: config.Shared, BinDir: "/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fl.Close)
+	l.fleet = fl
+	l.st.Worker("w2").State = state.WorkerDead
+	l.st.Plans["q"] = &state.Run{Name: "q", State: state.PlanQueued, Queued: testNow}
+	writeFile(t, l.cfg.Root, "plans/q/PLAN.md", "# q\n\nnext\n")
+	writeFile(t, l.cfg.Root, "plans/p/RESULT.md", "# Result\nok\n")
+	sent = new([]*event.Callback)
+	l.publish = func(cb *event.Callback) error { *sent = append(*sent, cb); return nil }
+	return l, gf, tf, sent
+}
+
+func expectTyped(tf *fake.Runner, pane, worker, line string) {
+	tf.Expect("tmux", []string{"-u", "-L", "t", "display-message", "-p", "-t", pane, "#{pane_id}\t#{" + tmux.WorkerOption + "}\t#{pane_dead}"}, pane+"\t"+worker+"\t0\n", nil).
+		Expect("tmux", []string{"-u", "-L", "t", "send-keys", "-t", pane, "-l", "--", line}, "", nil).
+		Expect("tmux", []string{"-u", "-L", "t", "send-keys", "-t", pane, "Enter"}, "", nil)
+}
+
+// A done whose worker gets the next plan: the harvest and the dispatch are
+// recorded with one save, the event is acknowledged after it, and the line
+// is typed after that.
+func TestHarvestAndDispatchOneSave(t *testing.T) {
+	l, gf, tf, sent := paneLoop(t)
+	e := workerEvent(event.Done, "p", "w1", "ok")
+	expectTrailers(gf, "")
+	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
+	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	line, err := fleet.DispatchLine("q", filepath.Join("/bin", "orch-notify"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectTyped(tf, "%1", "w1", line)
+	m := &msg{}
+	l.harvestDone(context.Background(), []inbound{{m: m, e: e}})
+	gf.CheckForMissingCalls()
+	tf.CheckForMissingCalls()
+	if l.saves != 1 {
+		t.Errorf("%d state saves for one harvest and the dispatch it freed, want 1", l.saves)
+	}
+	if m.acks != 1 || m.naks != 0 || len(*sent) != 1 || (*sent)[0].Line != "WORKER-DONE p: ok" {
+		t.Errorf("acks %d naks %d callbacks %+v", m.acks, m.naks, *sent)
+	}
+	saved, err := state.Load(l.orchDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, q := saved.Plans["p"], saved.Plans["q"]; p.State != state.PlanDone || q.State != state.PlanDispatched || q.Worker != "w1" || q.Attempts != 1 {
+		t.Errorf("saved p %+v, q %+v", p, q)
+	}
+}
+
+// A save that fails after the callback went out: the harvest stays in
+// memory (the lead was told), the dispatch is taken back and nothing is
+// typed, the event is not acknowledged; its redelivery saves and is
+// acknowledged, and only then does q go out.
+func TestHarvestSaveFails(t *testing.T) {
+	l, gf, tf, sent := paneLoop(t)
+	e := workerEvent(event.Done, "p", "w1", "ok")
+	expectTrailers(gf, "")
+	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
+	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	// A directory where state.json goes: the rename over it fails.
+	stateFile := filepath.Join(l.orchDir, "state.json")
+	if err := os.MkdirAll(filepath.Join(stateFile, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m := &msg{subject: event.Subject(event.DefaultPrefix, event.Done)}
+	l.prefix = event.DefaultPrefix
+	in := inbound{m: m, e: e}
+	l.harvestDone(context.Background(), []inbound{in})
+	gf.CheckForMissingCalls()
+	tf.CheckForMissingCalls() // nothing typed
+	if m.acks != 0 || m.naks != 1 || len(*sent) != 1 {
+		t.Errorf("acks %d naks %d callbacks %d", m.acks, m.naks, len(*sent))
+	}
+	if p, q, w := l.st.Plans["p"], l.st.Plans["q"], l.st.Worker("w1"); p.State != state.PlanDone || q.State != state.PlanQueued || q.Attempts != 0 || w.State != state.WorkerIdle {
+		t.Errorf("in memory: p %+v, q %+v, w1 %+v", p, q, w)
+	}
+	if !l.unsaved {
+		t.Error("a failed save is not remembered")
+	}
+
+	// The disk is fixed; the event comes again.
+	if err := os.RemoveAll(stateFile); err != nil {
+		t.Fatal(err)
+	}
+	line, err := fleet.DispatchLine("q", filepath.Join("/bin", "orch-notify"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectTyped(tf, "%1", "w1", line)
+	l.handleMsg(context.Background(), in)
+	tf.CheckForMissingCalls()
+	if m.acks != 1 || len(*sent) != 1 {
+		t.Errorf("redelivery: acks %d, callbacks %d (the callback was out already)", m.acks, len(*sent))
+	}
+	saved, err := state.Load(l.orchDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := saved.Handled[e.ID]; h == nil || saved.Plans["p"].State != state.PlanDone || saved.Plans["q"].State != state.PlanDispatched {
+		t.Errorf("saved: handled %+v, p %+v, q %+v", h, saved.Plans["p"], saved.Plans["q"])
+	}
+}
