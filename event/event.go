@@ -8,9 +8,11 @@ package event
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -282,4 +284,18 @@ func DispatchedPlan(text string) string {
 			return name
 		}
 	}
+}
+
+// Hostname is the host an event says it comes from (Event.Host).
+func Hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// DerivedID is the id of a record the lead may report twice (a process's
+// exit, a lost pane, a gate run's verdict): derived from what it is about,
+// so that both reports have one effect.
+func DerivedID(about string) string {
+	sum := sha256.Sum256([]byte(about))
+	return hex.EncodeToString(sum[:16])
 }

@@ -95,8 +95,3 @@ func (f *Fleet) workerEnv(id string) map[string]string {
 	env["PATH"] = path
 	return env
 }
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
-}

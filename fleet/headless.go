@@ -64,7 +64,7 @@ func (f *Fleet) UpHeadless(st *state.State, workers int) error {
 			// The tmux fleet is gone; a plan its pane held is decided once
 			// the events sent before are in (TakeLost).
 			had := w.Pane
-			w.Pane, w.Headless, w.Host = "", true, hostname()
+			w.Pane, w.Headless, w.Host = "", true, event.Hostname()
 			if p := st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == id {
 				continue // only its setup was running: it runs again (the loop's resumeSetups)
 			}
@@ -73,7 +73,7 @@ func (f *Fleet) UpHeadless(st *state.State, workers int) error {
 				continue // decided by the lost record, once
 			}
 		}
-		w.Headless, w.Host = true, hostname()
+		w.Headless, w.Host = true, event.Hostname()
 		if w.State == state.WorkerDead {
 			w.State, w.Reason = state.WorkerIdle, ""
 		}

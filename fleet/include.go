@@ -44,10 +44,18 @@ func Includes(ctx context.Context, repo *git.Repo) ([]string, error) {
 // sides go through os.Root: a symlink on the way cannot lead outside.
 func CopyIncludes(ctx context.Context, repo *git.Repo, dir string) error {
 	list, err := Includes(ctx, repo)
-	if err != nil || len(list) == 0 {
+	if err != nil {
 		return err
 	}
-	src, err := os.OpenRoot(repo.Root)
+	return copyIncluded(repo.Root, list, dir)
+}
+
+// copyIncluded copies the listed files (Includes) from root into dir.
+func copyIncluded(root string, list []string, dir string) error {
+	if len(list) == 0 {
+		return nil
+	}
+	src, err := os.OpenRoot(root)
 	if err != nil {
 		return err
 	}

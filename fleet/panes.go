@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -104,7 +105,7 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 		if p := st.Plans[w.Plan]; p != nil && p.Preparing != 0 && p.Worker == id {
 			// Only its setup was running, in the worktree (which outlives
 			// the pane): it runs again, and this pane gets the line.
-			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
+			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, event.Hostname()
 			starting(w, now)
 			continue
 		}
@@ -114,12 +115,12 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 			// waiting in the spool or the stream. The loop puts the loss
 			// into the stream behind those (TakeLost), and decides then.
 			f.lost = append(f.lost, Lost{Worker: id, Pane: w.Pane, Plan: w.Plan, Attempt: attemptOf(st, w.Plan)})
-			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, hostname()
+			w.Pane, w.Reason, w.Since, w.Host = pane, "", now, event.Hostname()
 			starting(w, now)
 			f.log.Info("worker up in a new pane; its plan's fate is decided once earlier events are in", "worker", id, "pane", pane, "plan", w.Plan)
 			continue
 		}
-		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, state.WorkerIdle, "", "", now, hostname()
+		w.Pane, w.State, w.Plan, w.Reason, w.Since, w.Host = pane, state.WorkerIdle, "", "", now, event.Hostname()
 		starting(w, now)
 		f.log.Info("worker up", "worker", id, "pane", pane, "starting", w.Starting)
 	}

@@ -84,10 +84,10 @@ func (f *Fleet) Prepare(ctx context.Context, plan, id, base, verifies string) (s
 	if err := f.syncPlanFolder(plan, dir); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrPlanContent, err)
 	}
-	if err := CopyIncludes(ctx, repo, dir); err != nil {
+	if err := copyIncluded(repo.Root, skip, dir); err != nil { // the list read above
 		return "", err
 	}
-	f.log.Info("worktree ready", "plan", plan, "worker", id, "branch", branch, "base", short(base), "new", created)
+	f.log.Info("worktree ready", "plan", plan, "worker", id, "branch", branch, "base", git.Short(base), "new", created)
 	return base, nil
 }
 
@@ -102,7 +102,7 @@ func saveLeftovers(ctx context.Context, wt *git.Repo, id string, skip []string, 
 	}
 	sha, err := wt.CommitAll(ctx, fmt.Sprintf("%s: work left by %s\n\nWorker: %s\n", branch, id, id), skip...)
 	if err == nil && sha != "" {
-		log.Info("leftover work committed on its branch", "worker", id, "branch", branch, "commit", short(sha))
+		log.Info("leftover work committed on its branch", "worker", id, "branch", branch, "commit", git.Short(sha))
 	}
 	return err
 }
@@ -136,11 +136,4 @@ func (f *Fleet) syncPlanFolder(name, dir string) error {
 		return fmt.Errorf("plan %s: %w", name, err)
 	}
 	return WriteIn(dir, filepath.ToSlash(rel), src, 0o644)
-}
-
-func short(sha string) string {
-	if len(sha) > 10 {
-		return sha[:10]
-	}
-	return sha
 }

@@ -126,3 +126,51 @@ func LastLines(s string, n int) string {
 	}
 	return event.Clean(strings.Join(lines, " | "))
 }
+
+// ShowsFailures says whether w's agent shows some errors only on its
+// screen (agent.Profile.ScreenFails): a pane the loop must read when a
+// turn ends.
+func (f *Fleet) ShowsFailures(w *state.Worker) bool {
+	return f.Panes() && !w.Headless && w.Pane != "" && f.cfg.Profile != nil && f.cfg.Profile.ScreenFails()
+}
+
+// FailedOnScreen says whether w's screen shows an error after plan's
+// dispatch line, for agents whose errors only the screen shows.
+func (f *Fleet) FailedOnScreen(ctx context.Context, w *state.Worker, plan string) (string, bool) {
+	if !f.ShowsFailures(w) {
+		return "", false
+	}
+	screen, err := f.Capture(ctx, w)
+	if err != nil {
+		return "", false
+	}
+	msg, failed := f.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(plan))
+	return event.Clean(msg), failed
+}
+
+// WatchesWork says whether a working plan's screen is read when it
+// changes: its agent shows dialogs or errors only there.
+func (f *Fleet) WatchesWork() bool {
+	return f.cfg.Profile != nil && (f.cfg.Profile.ScreenAsks() || f.cfg.Profile.ScreenFails())
+}
+
+// WorkSays reads the screen of w, working on plan, and says what it
+// shows that the agent's hooks do not: a dialog it waits on (asks), or the
+// error it stopped on (failed, with its message).
+func (f *Fleet) WorkSays(ctx context.Context, w *state.Worker, plan string) (asks, msg string, failed bool) {
+	screen, err := f.Capture(ctx, w)
+	if err != nil || f.cfg.Profile == nil {
+		return "", "", false
+	}
+	if kind, what := f.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog && f.cfg.Profile.ScreenAsks() {
+		return what, "", false
+	}
+	msg, failed = f.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(plan))
+	return "", msg, failed
+}
+
+// PromptLate says whether screen shows the agent's prompt in a form its
+// profile accepts only at the start deadline (agent.Profile.PromptLate).
+func (f *Fleet) PromptLate(screen string) bool {
+	return f.cfg.Profile != nil && f.cfg.Profile.PromptLate(screen)
+}

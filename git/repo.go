@@ -103,3 +103,12 @@ func (r *Repo) IsIgnored(ctx context.Context, path string) (bool, error) {
 		return false, fmt.Errorf("check-ignore %s: %w", path, err)
 	}
 }
+
+// Short is a commit id cut to 10 characters, as orch's logs and
+// callbacks show it.
+func Short(sha string) string {
+	if len(sha) > 10 {
+		return sha[:10]
+	}
+	return sha
+}

@@ -168,7 +168,7 @@ func (s Step) Line() string {
 		if s.Commits == 1 {
 			commits = "1 commit"
 		}
-		line := fmt.Sprintf("%s %s: %s (%s) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, commits, s.Base, short(s.Commit))
+		line := fmt.Sprintf("%s %s: %s (%s) into %s at %s", strings.ToUpper(s.Outcome[:1])+s.Outcome[1:], s.Plan, s.Branch, commits, s.Base, git.Short(s.Commit))
 		if s.Reason != "" {
 			line += "; " + s.Reason
 		}
@@ -522,11 +522,4 @@ func (in *integration) record(s Step) Step {
 	}
 	s.Spooled = res.Spooled
 	return s
-}
-
-func short(sha string) string {
-	if len(sha) > 10 {
-		return sha[:10]
-	}
-	return sha
 }

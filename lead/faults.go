@@ -158,16 +158,14 @@ func (l *Loop) ackExpired(ctx context.Context, c ackCheck) {
 	if err != nil {
 		screen = "(pane unreadable: " + err.Error() + ")"
 	}
-	if l.cfg.Profile != nil {
-		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog {
-			// A dialog holds the line: the worker waits for a person, it
-			// is not dead, and nothing more is typed into the dialog.
-			if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, event.Clean(what), w.ID, hostname())); cb != nil {
-				l.st.Outbox = append(l.st.Outbox, cb)
-				l.flushOutbox()
-			}
-			return
+	if kind, what := l.fleet.Classify(screen, nil); kind == agent.ScreenDialog {
+		// A dialog holds the line: the worker waits for a person, it is
+		// not dead, and nothing more is typed into the dialog.
+		if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, event.Hostname())); cb != nil {
+			l.st.Outbox = append(l.st.Outbox, cb)
+			l.flushOutbox()
 		}
+		return
 	}
 	shown := fleet.CountLine(screen, p.Name) > 0
 	if !c.resent && !p.Resent {

@@ -2,10 +2,7 @@ package lead
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/orch-dev/orch/event"
@@ -43,13 +40,12 @@ func (l *Loop) headlessUp() error {
 // start, behind everything already in the stream and the spool.
 func (l *Loop) reportLost() {
 	for _, lp := range l.fleet.TakeLost() {
-		sum := sha256.Sum256([]byte("lost " + lp.Worker + " " + lp.Pane + " " + lp.Plan + " " + l.cfg.Now().String()))
 		status := fmt.Sprintf("pane %s was gone when orch serve started", lp.Pane)
 		if lp.Pane == "" {
 			status = "orch serve stopped while starting its headless process (the agent never started)"
 		}
-		e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Lost, Worker: lp.Worker, Pane: lp.Pane,
-			Plan: lp.Plan, Attempt: lp.Attempt, Host: hostname(), Status: status, Time: l.cfg.Now().UTC()}
+		e := l.record(event.Lost, event.DerivedID("lost "+lp.Worker+" "+lp.Pane+" "+lp.Plan+" "+l.cfg.Now().String()), lp.Plan, lp.Worker, status)
+		e.Pane, e.Attempt = lp.Pane, lp.Attempt
 		if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
 			l.log.Error("report lost pane", "worker", lp.Worker, "err", err)
 		}
@@ -60,8 +56,8 @@ func (l *Loop) reportLost() {
 // so it is handled (and recorded) like one from the tmux hook; the second of
 // the two reports finds the worker dead already.
 func (l *Loop) reportDeath(d fleet.Death) {
-	e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Died, Worker: d.Worker, Pane: d.Pane,
-		Host: hostname(), Status: fmt.Sprintf("pane %s exited (process %d)", d.Pane, d.PID), Time: l.cfg.Now().UTC()}
+	e := l.record(event.Died, event.NewID(), "", d.Worker, fmt.Sprintf("pane %s exited (process %d)", d.Pane, d.PID))
+	e.Pane = d.Pane
 	if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
 		l.log.Error("report worker death", "worker", d.Worker, "err", err)
 	}
@@ -76,12 +72,12 @@ func (l *Loop) reportSetup(s fleet.SetupDone) {
 	if s.Err != nil {
 		status = "failed: " + s.Err.Error()
 	}
-	e := event.Event{V: event.Version, ID: event.NewID(), Kind: event.Prepared, Plan: s.Plan, Worker: s.Worker,
-		Attempt: s.Attempt, Status: status, Host: hostname(), Time: l.cfg.Now().UTC()}
+	e := l.record(event.Prepared, event.NewID(), s.Plan, s.Worker, status)
+	e.Attempt = s.Attempt
 	l.publishRecord(e)
 }
 
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
+// record is an event the lead makes about plan and worker, now.
+func (l *Loop) record(kind event.Kind, id, plan, worker, status string) event.Event {
+	return event.Event{V: event.Version, ID: id, Kind: kind, Plan: plan, Worker: worker, Status: status, Host: event.Hostname(), Time: l.cfg.Now().UTC()}
 }

@@ -2,8 +2,6 @@ package lead
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/orch-dev/orch/event"
@@ -35,8 +33,7 @@ func (l *Loop) gateJob(ctx context.Context, p *state.Run, cmds []string) gates.J
 // publishGated puts the verdict of a plan attempt's gates into the stream
 // as a gated record, with an id of its own per attempt.
 func (l *Loop) publishGated(f gates.Finished) {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("gated %s %d", f.Plan, f.Attempt)))
-	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Gated, Plan: f.Plan,
-		Attempt: f.Attempt, Status: f.Verdict, Host: hostname(), Time: l.cfg.Now().UTC()}
+	e := l.record(event.Gated, event.DerivedID(fmt.Sprintf("gated %s %d", f.Plan, f.Attempt)), f.Plan, "", f.Verdict)
+	e.Attempt = f.Attempt
 	l.publishRecord(e)
 }

@@ -367,7 +367,7 @@ func (l *Loop) reportRegates() {
 		if p.State != state.PlanVerifying || !p.Gates {
 			continue
 		}
-		e := event.New(event.Regate, p.Name, "", "", hostname())
+		e := event.New(event.Regate, p.Name, "", "", event.Hostname())
 		e.Attempt = p.Attempts
 		if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
 			l.log.Error("regate", "plan", p.Name, "err", err)

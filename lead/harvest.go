@@ -13,6 +13,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
+	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -307,7 +308,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		e, p := h.in.e, h.p
 		sha := shas[e.ID]
 		p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
-		h.note = noted("harvested " + short(sha))
+		h.note = noted("harvested " + git.Short(sha))
 		if b := h.def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
 			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd)
 		}
@@ -352,7 +353,7 @@ func (l *Loop) logHarvests(hs []*harvested) {
 	for _, sha := range order {
 		if g := by[sha]; len(g) == 1 {
 			e := g[0].in.e
-			l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", short(sha), "status", e.Status)
+			l.log.Info("harvested", "plan", e.Plan, "worker", e.Worker, "commit", git.Short(sha), "status", e.Status)
 		} else {
 			names := make([]string, len(g))
 			for i, h := range g {
@@ -421,10 +422,3 @@ func (l *Loop) settle(ctx context.Context, hs []*harvested) error {
 
 // def is what the plan was dispatched with (harvest.Def).
 func (l *Loop) def(p *state.Run) *state.Def { return harvest.Def(l.cfg.Root, p) }
-
-func short(sha string) string {
-	if len(sha) > 10 {
-		return sha[:10]
-	}
-	return sha
-}

@@ -1,8 +1,6 @@
 package lead
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -63,9 +61,8 @@ func (l *Loop) reportExits() {
 }
 
 func (l *Loop) publishExit(n fleet.Exit) {
-	sum := sha256.Sum256([]byte(fmt.Sprintf("exited %s %s %d %d", n.Worker, n.Plan, n.Attempt, n.PID)))
-	e := event.Event{V: event.Version, ID: hex.EncodeToString(sum[:16]), Kind: event.Exited, Worker: n.Worker, Plan: n.Plan,
-		Attempt: n.Attempt, Status: fmt.Sprintf("process %d %s", n.PID, n.How), Host: hostname(), Time: l.cfg.Now().UTC()}
+	e := l.record(event.Exited, event.DerivedID(fmt.Sprintf("exited %s %s %d %d", n.Worker, n.Plan, n.Attempt, n.PID)), n.Plan, n.Worker, fmt.Sprintf("process %d %s", n.PID, n.How))
+	e.Attempt = n.Attempt
 	l.publishRecord(e)
 }
 

@@ -85,13 +85,13 @@ func (l *Loop) idle(e event.Event) (*event.Callback, note) {
 		// for the reason given when it began to.
 		return nil, ignoring("plan " + p.Name + " already waits: " + p.Reason)
 	}
-	if msg, failed := l.failedOnScreen(w, p); failed {
+	if msg, failed := l.fleet.FailedOnScreen(context.Background(), w, p.Name); failed {
 		// The turn ended on an error that only the screen shows (Gemini
 		// CLI's hooks fire AfterAgent after an API error, and say nothing
 		// of it): the plan failed, it does not wait for a person.
 		e.Kind, e.Status = event.Failed, msg
 		return l.agentFailed(e)
-	} else if l.screenFails(w) && p.IdleEvent == "" {
+	} else if l.fleet.ShowsFailures(w) && p.IdleEvent == "" {
 		// The error may not be drawn yet: the turn's end is decided when
 		// the screen has settled (the next screen read, or settleTimeout),
 		// from the state saved with this event.
@@ -107,11 +107,6 @@ func (l *Loop) idle(e event.Event) (*event.Callback, note) {
 // turn may have ended on.
 const settleTimeout = time.Second
 
-// screenFails says whether w's agent shows errors only on its screen.
-func (l *Loop) screenFails(w *state.Worker) bool {
-	return l.fleet.Panes() && !w.Headless && w.Pane != "" && l.cfg.Profile != nil && l.cfg.Profile.ScreenFails()
-}
-
 // settled decides a turn end that waited for p's screen: the error the
 // screen shows, or else the turn's end without done.
 func (l *Loop) settled(p *state.Run, w *state.Worker) {
@@ -121,9 +116,9 @@ func (l *Loop) settled(p *state.Run, w *state.Worker) {
 		l.save()
 		return
 	}
-	e := event.Event{V: event.Version, ID: id, Kind: event.Idle, Plan: p.Name, Worker: w.ID, Host: hostname(), Time: l.cfg.Now().UTC()}
+	e := l.record(event.Idle, id, p.Name, w.ID, "")
 	var cb *event.Callback
-	if msg, failed := l.failedOnScreen(w, p); failed {
+	if msg, failed := l.fleet.FailedOnScreen(context.Background(), w, p.Name); failed {
 		e.Kind, e.Status = event.Failed, msg
 		cb, _ = l.agentFailed(e)
 	} else {
@@ -153,20 +148,6 @@ func (l *Loop) turnEnded(e event.Event, p *state.Run, w *state.Worker) (*event.C
 	p.State, p.Reason, p.Updated = state.PlanNeedsInput, reason, l.cfg.Now().UTC()
 	l.log.Warn("turn ended without done", "plan", p.Name, "worker", e.Worker, "reason", reason)
 	return event.NewCallback(event.CallbackIdle, e.ID, p.Name, e.Worker, reason, ""), noted("needs-input: " + reason)
-}
-
-// failedOnScreen says whether w's screen shows an error for p after p's
-// line, for agents whose errors only the screen shows.
-func (l *Loop) failedOnScreen(w *state.Worker, p *state.Run) (string, bool) {
-	if !l.fleet.Panes() || w.Headless || w.Pane == "" || l.cfg.Profile == nil || !l.cfg.Profile.ScreenFails() {
-		return "", false
-	}
-	screen, err := l.fleet.Capture(context.Background(), w)
-	if err != nil {
-		return "", false
-	}
-	msg, failed := l.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(p.Name))
-	return event.Clean(msg), failed
 }
 
 // agentFailed: the agent stopped on an error (an API error, say). The plan

@@ -389,6 +389,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		select {
 		case <-ctx.Done():
 			l.log.Info("lead loop stopping")
+			l.drain()
 			return nil
 		case <-connLost:
 			return fmt.Errorf("serve: %w", ErrConnLost)
@@ -430,6 +431,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			// whole spool again.
 			l.log.Warn("spool watch", "err", err)
 			l.ingestSpool()
+		}
+	}
+}
+
+// drain puts the gate verdicts and setup ends already reported, and not
+// yet taken, into the stream before the loop stops: handled at the next
+// start rather than run again.
+func (l *Loop) drain() {
+	for {
+		select {
+		case f := <-l.gates.Finished():
+			l.publishGated(f)
+		case s := <-l.fleet.Setups():
+			l.reportSetup(s)
+		default:
+			return
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/plans"
 )
 
 // A worker is ready before anything is typed. An agent whose prompt orch
@@ -136,7 +135,7 @@ func (l *Loop) startExpired(ctx context.Context, c startCheck) {
 	kind, what := l.fleet.Classify(screen, err)
 	// Its hook may have been missed: a prompt on screen (and no dialog)
 	// is enough at the deadline.
-	if kind == agent.ScreenPrompt || (kind == agent.ScreenOther && err == nil && l.cfg.Profile != nil && l.cfg.Profile.PromptLate(screen)) {
+	if kind == agent.ScreenPrompt || (kind == agent.ScreenOther && err == nil && l.fleet.PromptLate(screen)) {
 		l.isReady(w, "its prompt was on screen at the start deadline")
 		l.resumeLine(ctx, w)
 		l.save()
@@ -193,16 +192,12 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 		if screen, err := l.fleet.Capture(ctx, w); err == nil && fleet.CountLine(screen, p.Name) > p.Echo {
 			l.submit(ctx, w, p)
 		}
-	case p != nil && p.Worker == w.ID && working(p.State) && l.cfg.Profile != nil && (l.cfg.Profile.ScreenAsks() || l.cfg.Profile.ScreenFails()):
-		screen, err := l.fleet.Capture(ctx, w)
-		if err != nil {
-			return
-		}
+	case p != nil && p.Worker == w.ID && working(p.State) && l.fleet.WatchesWork():
 		var cb *event.Callback
-		if kind, what := l.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog && l.cfg.Profile.ScreenAsks() {
-			cb, _ = l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname()))
-		} else if msg, failed := l.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(p.Name)); failed {
-			cb, _ = l.agentFailed(event.New(event.Failed, p.Name, msg, w.ID, hostname()))
+		if asks, msg, failed := l.fleet.WorkSays(ctx, w, p.Name); asks != "" {
+			cb, _ = l.needsInput(event.New(event.NeedsInput, p.Name, asks, w.ID, event.Hostname()))
+		} else if failed {
+			cb, _ = l.agentFailed(event.New(event.Failed, p.Name, msg, w.ID, event.Hostname()))
 		}
 		if cb != nil {
 			l.st.Outbox = append(l.st.Outbox, cb)
@@ -226,7 +221,7 @@ func (l *Loop) submit(ctx context.Context, w *state.Worker, p *state.Run) {
 	}
 	if kind, what := l.fleet.ReadScreen(ctx, w); kind == agent.ScreenDialog {
 		l.log.Warn("a dialog is on screen: no Enter", "plan", p.Name, "worker", w.ID, "dialog", what)
-		if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, hostname())); cb != nil {
+		if cb, _ := l.needsInput(event.New(event.NeedsInput, p.Name, what, w.ID, event.Hostname())); cb != nil {
 			l.st.Outbox = append(l.st.Outbox, cb)
 			l.flushOutbox()
 		}

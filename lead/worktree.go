@@ -10,6 +10,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
+	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/internal/state"
 )
@@ -122,8 +123,8 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 				l.log.Warn("worktree keeps the integrated branch", "worker", w.ID, "err", err)
 			}
 		}
-		l.log.Info("integrated", "plan", p.Name, "commit", short(status))
-		return event.NewCallback(event.CallbackIntegrated, e.ID, p.Name, p.Worker, short(status), status), noted("integrated")
+		l.log.Info("integrated", "plan", p.Name, "commit", git.Short(status))
+		return event.NewCallback(event.CallbackIntegrated, e.ID, p.Name, p.Worker, git.Short(status), status), noted("integrated")
 	case kind == "conflict:":
 		p.State, p.Reason, p.Updated = state.PlanConflict, "conflict with the base branch in "+status, now
 		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
