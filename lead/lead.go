@@ -3,7 +3,8 @@
 // to events; nothing in it polls. The CLI's side is internal/orchctl; the
 // mechanics the loop drives are packages of their own (fleet: panes and
 // headless processes; harvest: committing what workers finished; gates:
-// acceptance and setup commands; internal/state: the record).
+// acceptance and setup commands; verify: verification rounds;
+// internal/state: the record).
 //
 // How the pieces fit. Run (lead.go) takes the repo's lock, starts the
 // broker, brings up (or re-adopts) the fleet, and then waits in one select
@@ -36,13 +37,16 @@
 //     RESULT.md read once), Results (one commit of the batch's RESULT.md
 //     files), Entry and Ledger (one ledger commit), called from harvestAll
 //     and settle.
-//  6. handle.go publishCallback: the callback orch wait will print; then,
-//     back in harvestDone, internal/state Save (one save) and the ack.
-//  7. schedule.go schedule → nextReady (planDef: PLAN.md parsed once while
-//     it stays as it is) → dispatchTo.
-//  8. worktree.go prepare → fleet Prepare: the worker's worktree readied.
-//  9. faults.go typeLine → fleet SendText/SendEnter (a tmux pane) or
-//     headless.go startHeadless → fleet Spawn (a headless process).
+//  6. handle.go publishCallback: the callback orch wait will print.
+//  7. back in harvestDone, schedule.go assign → nextReady (planDef: PLAN.md
+//     parsed once while it stays as it is) → assignTo: the freed worker's
+//     next plan in the record; worktree.go prepare → fleet Prepare readies
+//     its worktree.
+//  8. lead.go save → internal/state Save: one save records the harvest,
+//     that its callback is out, and the dispatch; then the ack.
+//  9. schedule.go handOver → faults.go typeLine → fleet SendText/SendEnter
+//     (a tmux pane), or headless.go startHeadless → fleet Spawn (a
+//     headless process, its pid saved before it is let go).
 package lead
 
 import (
