@@ -72,7 +72,7 @@ func (l *Loop) died(e event.Event) (*event.Callback, note) {
 	w.Plan = ""
 	l.log.Warn("worker died", "worker", w.ID, "pane", e.Pane, "reason", reason, "plan", plan)
 	p := l.st.Plans[plan]
-	if p == nil || p.Worker != w.ID || (p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
+	if p == nil || p.Worker != w.ID || !p.State.Working() {
 		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason, ""), noted("worker dead")
 	}
 	return l.requeueOrFail(e, w, p, reason)
@@ -107,7 +107,7 @@ func (l *Loop) lostPane(e event.Event) (*event.Callback, note) {
 			w.State, w.Since = state.WorkerIdle, l.cfg.Now().UTC()
 		}
 	}
-	if p == nil || p.Worker != w.ID || (p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
+	if p == nil || p.Worker != w.ID || !p.State.Working() {
 		return nil, ignoring("plan " + e.Plan + " no longer held by " + w.ID)
 	}
 	return l.requeueOrFail(e, w, p, e.Status)

@@ -218,27 +218,9 @@ func (l *Loop) queue(e event.Event) note {
 	return noted("queued")
 }
 
-// holder checks that the event's worker holds the plan.
+// holder checks that the event's worker holds the plan (state.Holder).
 func (l *Loop) holder(e event.Event) (*state.Run, *state.Worker, string) {
-	p := l.st.Plans[e.Plan]
-	if p == nil || p.Worker == "" {
-		return nil, nil, fmt.Sprintf("plan %s was not dispatched to any worker", e.Plan)
-	}
-	if e.Worker == "" {
-		return nil, nil, fmt.Sprintf("event has no worker id (set ORCH_WORKER); plan %s is held by %s", e.Plan, p.Worker)
-	}
-	if e.Worker != p.Worker {
-		return nil, nil, fmt.Sprintf("plan %s is held by %s, not %s", e.Plan, p.Worker, e.Worker)
-	}
-	// Events are caused by the attempt, so they come after it began. One
-	// from before was sent for an earlier attempt (and spooled, or delayed)
-	// and must not change this one. Workers on other hosts need clocks in
-	// step with the lead's (NTP).
-	if !p.AttemptSince.IsZero() && e.Time.Before(p.AttemptSince) {
-		return nil, nil, fmt.Sprintf("stale: sent at %s, before attempt %d of plan %s began at %s",
-			e.Time.Format(time.RFC3339Nano), p.Attempts, e.Plan, p.AttemptSince.Format(time.RFC3339Nano))
-	}
-	return p, l.st.Worker(e.Worker), ""
+	return l.st.Holder(e.Plan, e.Worker, e.Time)
 }
 
 func (l *Loop) started(e event.Event) note {
@@ -264,7 +246,7 @@ func (l *Loop) blocked(e event.Event) (*event.Callback, note) {
 		return nil, l.refuse(e, why)
 	}
 	l.revive(p, w)
-	if !working(p.State) {
+	if !p.State.Working() {
 		return nil, ignoring("plan is " + string(p.State))
 	}
 	p.State, p.Reason, p.Updated = state.PlanBlocked, e.Status, l.cfg.Now().UTC()
@@ -314,32 +296,16 @@ func (l *Loop) finish(ctx context.Context, p *state.Run, def *state.Def, w *stat
 }
 
 // revive takes back a plan that failed only because its worker was slow to
-// say "started": the worker is alive after all and the work counts.
+// say "started" (state.Run.Revive).
 func (l *Loop) revive(p *state.Run, w *state.Worker) bool {
-	if p.State != state.PlanFailed || !p.Unacked || w == nil || (w.Plan != "" && w.Plan != p.Name) {
-		return false // the worker has moved on to another plan
+	if !p.Revive(w, l.cfg.Now()) {
+		return false
 	}
-	p.State, p.Unacked, p.Reason, p.Updated = state.PlanRunning, false, "", l.cfg.Now().UTC()
-	w.State, w.Plan, w.Reason = state.WorkerBusy, p.Name, ""
 	l.log.Info("late start: plan taken back", "plan", p.Name, "worker", w.ID)
 	return true
 }
 
-func (l *Loop) free(w *state.Worker) {
-	if w == nil {
-		return
-	}
-	if w.State != state.WorkerDead && !w.Starting {
-		w.State = state.WorkerIdle
-	}
-	if w.Headless && w.PID != 0 {
-		// Its process is still finishing in the worktree: the next plan
-		// waits for the exit (the exited record frees it).
-		w.State, w.Reason = state.WorkerBusy, fmt.Sprintf("process %d finishing", w.PID)
-	}
-	w.Plan = ""
-	w.Since = l.cfg.Now().UTC()
-}
+func (l *Loop) free(w *state.Worker) { w.Free(l.cfg.Now()) }
 
 // publishCallback stores the callback for orch wait (through l.publish:
 // the broker, or a unit test's record).

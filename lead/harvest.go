@@ -265,7 +265,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 			continue
 		}
 		l.revive(p, w)
-		if !working(p.State) {
+		if !p.State.Working() {
 			h.note = ignoring(fmt.Sprintf("plan is already %s", p.State))
 			continue
 		}

@@ -85,7 +85,7 @@ func (l *Loop) exited(e event.Event) (*event.Callback, note) {
 	}
 	p := l.st.Plans[e.Plan]
 	if p == nil || w.Plan != e.Plan || p.Worker != w.ID || p.Attempts != e.Attempt ||
-		(p.State != state.PlanDispatched && p.State != state.PlanRunning && p.State != state.PlanNeedsInput) {
+		!p.State.Working() {
 		w.Plan = ""
 		return nil, noted("worker free: " + e.Status)
 	}

@@ -17,12 +17,6 @@ import (
 // the worker holds. Like every worker event they count only from the
 // worker holding the plan.
 
-// working says whether a plan is with its worker and not finished: the
-// states a worker event can move it out of.
-func working(s state.PlanState) bool {
-	return s == state.PlanDispatched || s == state.PlanRunning || s == state.PlanNeedsInput
-}
-
 // hookHolder finds the plan a hook event is about and checks that its
 // worker holds it and is still working on it. A non-empty note means the
 // event has no effect (refused or ignored) and says why.
@@ -50,7 +44,7 @@ func (l *Loop) hookHolder(e *event.Event) (*state.Run, *state.Worker, note) {
 	if e.Attempt != 0 && e.Attempt != p.Attempts {
 		return nil, nil, ignoring(fmt.Sprintf("about attempt %d of %s, which is at attempt %d", e.Attempt, p.Name, p.Attempts))
 	}
-	if !working(p.State) {
+	if !p.State.Working() {
 		return nil, nil, ignoring("plan " + p.Name + " is " + string(p.State))
 	}
 	return p, w, note{}
@@ -112,7 +106,7 @@ const settleTimeout = time.Second
 func (l *Loop) settled(p *state.Run, w *state.Worker) {
 	id := p.IdleEvent
 	p.IdleEvent = ""
-	if !working(p.State) || p.Worker != w.ID {
+	if !p.State.Working() || p.Worker != w.ID {
 		l.save()
 		return
 	}

@@ -192,7 +192,7 @@ func (l *Loop) screenChanged(ctx context.Context, pane string) {
 		if screen, err := l.fleet.Capture(ctx, w); err == nil && fleet.CountLine(screen, p.Name) > p.Echo {
 			l.submit(ctx, w, p)
 		}
-	case p != nil && p.Worker == w.ID && working(p.State) && l.fleet.WatchesWork():
+	case p != nil && p.Worker == w.ID && p.State.Working() && l.fleet.WatchesWork():
 		var cb *event.Callback
 		if asks, msg, failed := l.fleet.WorkSays(ctx, w, p.Name); asks != "" {
 			cb, _ = l.needsInput(event.New(event.NeedsInput, p.Name, asks, w.ID, event.Hostname()))

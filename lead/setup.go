@@ -35,7 +35,7 @@ func (l *Loop) resumeSetups() {
 			continue
 		}
 		if w := l.st.Worker(p.Worker); w == nil || w.State == state.WorkerDead || w.Plan != p.Name {
-			dropSetup(p)
+			p.DropSetup()
 			continue
 		}
 		// A run of its own: a record the old run left is told apart.
@@ -56,7 +56,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, no
 	}
 	w := l.st.Worker(e.Worker)
 	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name {
-		dropSetup(p)
+		p.DropSetup()
 		return nil, noted("worker gone: plan queued again")
 	}
 	if why, failed := strings.CutPrefix(e.Status, "failed: "); failed {
@@ -92,7 +92,7 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 	}
 	w := l.st.Worker(p.Worker)
 	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name || (!l.fleet.Panes() && !l.cfg.Headless) {
-		dropSetup(p)
+		p.DropSetup()
 		if err := l.save(); err != nil {
 			l.log.Error("save state", "err", err)
 		}
@@ -115,14 +115,4 @@ func (l *Loop) dispatchPrepared(ctx context.Context, name string) {
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
 	}
-}
-
-// dropSetup puts back a plan whose worker went away while its setup ran:
-// queued for another worker (a --to pin to the gone one is dropped, as for
-// any lost worker).
-func dropSetup(p *state.Run) {
-	if p.Target == p.Worker {
-		p.Target = ""
-	}
-	p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
 }
