@@ -50,6 +50,8 @@ func paneLoop(t *testing.T) (l *Loop, gf, tf *fake.Runner, sent *[]*event.Callba
 	}
 	t.Cleanup(fl.Close)
 	l.fleet = fl
+	l.sessions = l.newSessions()
+	t.Cleanup(l.sessions.Close)
 	l.st.Worker("w2").State = state.WorkerDead
 	l.st.Plans["q"] = &state.Run{Name: "q", State: state.PlanQueued, Queued: testNow}
 	writeFile(t, l.cfg.Root, "plans/q/PLAN.md", "# q\n\nnext\n")

@@ -22,9 +22,7 @@ func (l *Loop) fleetUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range started {
-		l.armStart(w)
-	}
+	l.sessions.Started(started)
 	return l.save()
 }
 

@@ -110,7 +110,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
 	before := l.st.Snapshot()
-	var n note
+	var n state.Note
 	switch e.Kind {
 	case event.Dispatch:
 		n = l.queue(e)
@@ -135,62 +135,35 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	case event.Prepared:
 		cb, n = l.prepared(ctx, e)
 	case event.NeedsInput:
-		cb, n = l.needsInput(e)
+		cb, n = l.sessions.NeedsInput(l.st, e)
 	case event.Idle:
-		cb, n = l.idle(e)
+		cb, n = l.sessions.Idle(l.st, e)
 	case event.Failed:
-		cb, n = l.agentFailed(e)
+		cb, n = l.sessions.Failed(l.st, e)
 	case event.Ready:
-		n = l.ready(e)
+		n = l.sessions.Ready(l.st, e)
 	}
 	if err != nil {
 		l.pending = nil // nothing was recorded: nothing may start from it
 		l.st = before.Restore(l.st)
 		return nil, false, err
 	}
-	if n.kind == ignoredKind {
-		l.log.Info(n.text, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
+	if n.Kind == state.Ignored {
+		l.log.Info(n.Text, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
 	}
-	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: n.text}
+	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: n.Text}
 	return cb, false, nil
 }
 
-// A note is what handling an event came to, kept in the record
-// (state.Handled's Note). An event that changed nothing (stale, a repeat,
-// about a plan that moved on) is ignored; one that may not have any effect
-// is refused (and listed in orch status).
-type note struct {
-	text string
-	kind noteKind
-}
-
-type noteKind int
-
-const (
-	applied noteKind = iota
-	ignoredKind
-	refusedKind
-)
-
-// noted is the note of an event that had its effect.
-func noted(text string) note { return note{text: text} }
-
-// ignoring is the note of an event that changes nothing, and why.
-func ignoring(why string) note { return note{text: "ignored: " + why, kind: ignoredKind} }
-
-// none says the note is empty: nothing has been decided yet.
-func (n note) none() bool { return n.text == "" }
-
 // refuse records an event that is well-formed but not acceptable now.
-func (l *Loop) refuse(e event.Event, reason string) note {
+func (l *Loop) refuse(e event.Event, reason string) state.Note {
 	l.log.Warn("refused", "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID, "reason", reason)
-	l.st.Reject(state.Rejection{Event: e.ID, Kind: string(e.Kind), Plan: e.Plan, Worker: e.Worker, Reason: reason, Time: l.cfg.Now().UTC()})
-	return note{text: "refused: " + reason, kind: refusedKind}
+	return l.st.Refuse(e, reason, l.cfg.Now())
 }
 
 // queue handles orch dispatch: the plan waits for its dependencies and an
 // idle worker.
-func (l *Loop) queue(e event.Event) note {
+func (l *Loop) queue(e event.Event) state.Note {
 	def, err := plans.Load(l.cfg.Root, e.Plan)
 	if err != nil {
 		return l.refuse(e, err.Error())
@@ -215,7 +188,7 @@ func (l *Loop) queue(e event.Event) note {
 		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns}
 	l.keepDef(e.Plan, def) // parsed once while PLAN.md stays as it is (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
-	return noted("queued")
+	return state.Noted("queued")
 }
 
 // holder checks that the event's worker holds the plan (state.Holder).
@@ -223,47 +196,47 @@ func (l *Loop) holder(e event.Event) (*state.Run, *state.Worker, string) {
 	return l.st.Holder(e.Plan, e.Worker, e.Time)
 }
 
-func (l *Loop) started(e event.Event) note {
+func (l *Loop) started(e event.Event) state.Note {
 	p, w, why := l.holder(e)
 	if why != "" {
 		return l.refuse(e, why)
 	}
 	if l.revive(p, w) {
-		return noted("running (late start after the acknowledgement deadline)")
+		return state.Noted("running (late start after the acknowledgement deadline)")
 	}
 	if p.State != state.PlanDispatched && p.State != state.PlanNeedsInput {
-		return ignoring("plan is " + string(p.State))
+		return state.Ignoring("plan is " + string(p.State))
 	}
 	p.State, p.Reason = state.PlanRunning, ""
 	p.Updated = l.cfg.Now().UTC()
 	l.log.Info("running", "plan", e.Plan, "worker", e.Worker)
-	return noted("running")
+	return state.Noted("running")
 }
 
-func (l *Loop) blocked(e event.Event) (*event.Callback, note) {
+func (l *Loop) blocked(e event.Event) (*event.Callback, state.Note) {
 	p, w, why := l.holder(e)
 	if why != "" {
 		return nil, l.refuse(e, why)
 	}
 	l.revive(p, w)
 	if !p.State.Working() {
-		return nil, ignoring("plan is " + string(p.State))
+		return nil, state.Ignoring("plan is " + string(p.State))
 	}
 	p.State, p.Reason, p.Updated = state.PlanBlocked, e.Status, l.cfg.Now().UTC()
 	l.free(w)
 	l.log.Info("blocked", "plan", e.Plan, "worker", e.Worker, "reason", e.Status)
-	return event.NewCallback(event.CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), noted("blocked")
+	return event.NewCallback(event.CallbackBlocked, e.ID, e.Plan, e.Worker, e.Status, ""), state.Noted("blocked")
 }
 
 // gated handles the end of a plan's acceptance gates: the evidence is
 // committed next to RESULT.md, and the plan is finished or failed.
-func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, note, error) {
+func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, state.Note, error) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || e.Attempt != p.Attempts {
-		return nil, ignoring("no gates running for this attempt of " + e.Plan), nil
+		return nil, state.Ignoring("no gates running for this attempt of " + e.Plan), nil
 	}
 	if err := l.harvester.Gates(ctx, e, plans.Dir+"/"+e.Plan+"/"+gates.GatesFile); err != nil {
-		return nil, note{}, fmt.Errorf("gates %s: %w", e.Plan, err)
+		return nil, state.Note{}, fmt.Errorf("gates %s: %w", e.Plan, err)
 	}
 	p.Gates = false
 	w := l.st.Worker(p.Worker)
@@ -271,17 +244,17 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, note,
 		p.State, p.Reason, p.Updated = state.PlanFailed, e.Status, l.cfg.Now().UTC()
 		l.free(w)
 		l.log.Warn("acceptance gate failed", "plan", e.Plan, "why", e.Status)
-		return event.NewCallback(event.CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), noted("failed: " + e.Status), nil
+		return event.NewCallback(event.CallbackFailed, e.ID, e.Plan, p.Worker, e.Status, p.Result), state.Noted("failed: " + e.Status), nil
 	}
 	l.log.Info("acceptance gates passed", "plan", e.Plan)
 	cb, err := l.finish(ctx, p, l.def(p), w)
 	if err != nil {
-		return nil, note{}, err
+		return nil, state.Note{}, err
 	}
 	if cb != nil {
 		cb.Event = e.ID
 	}
-	return cb, noted("gates passed"), nil
+	return cb, state.Noted("gates passed"), nil
 }
 
 // finish records a harvested plan whose gates passed: the bet's
@@ -342,12 +315,12 @@ func (l *Loop) reportRegates() {
 }
 
 // regate runs a plan's gates again if their result never came in.
-func (l *Loop) regate(e event.Event) note {
+func (l *Loop) regate(e event.Event) state.Note {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.State != state.PlanVerifying || !p.Gates || p.Attempts != e.Attempt || p.Def == nil {
-		return ignoring("the gates' result is in")
+		return state.Ignoring("the gates' result is in")
 	}
 	j := l.gateJob(context.Background(), p, p.Def.Acceptance)
 	l.after(func() { l.gates.Start(j) })
-	return noted("gates run again")
+	return state.Noted("gates run again")
 }

@@ -109,7 +109,7 @@ func TestHandleDone(t *testing.T) {
 	if p.State != state.PlanDone || p.Result != "r1" || p.Ledger != 1 || p.DoneEvent != e.ID || w.State != state.WorkerIdle || w.Plan != "" {
 		t.Errorf("plan %+v, worker %+v", p, w)
 	}
-	if len(hs) != 1 || hs[0].cb == nil || hs[0].cb.Line != "WORKER-DONE p: tests pass" || hs[0].note.text != "harvested r1" {
+	if len(hs) != 1 || hs[0].cb == nil || hs[0].cb.Line != "WORKER-DONE p: tests pass" || hs[0].note.Text != "harvested r1" {
 		t.Errorf("harvested %+v", hs[0])
 	}
 }
@@ -167,7 +167,7 @@ func TestHandleDoneForged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hs[0].cb != nil || hs[0].note.kind != refusedKind || !strings.HasPrefix(hs[0].note.text, "refused: plan p is held by w1, not w2") || l.st.Plans["p"].State != state.PlanRunning {
+	if hs[0].cb != nil || hs[0].note.Kind != state.Refused || !strings.HasPrefix(hs[0].note.Text, "refused: plan p is held by w1, not w2") || l.st.Plans["p"].State != state.PlanRunning {
 		t.Errorf("harvested %+v, plan %+v", hs[0], l.st.Plans["p"])
 	}
 	if len(l.st.Rejected) != 1 || l.st.Rejected[0].Worker != "w2" {

@@ -136,7 +136,7 @@ type harvested struct {
 	w    *state.Worker
 	def  *state.Def
 	cb   *event.Callback
-	note note
+	note state.Note
 }
 
 // harvestDone harvests a batch of done events (new ones, each on its own
@@ -165,10 +165,10 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 	}
 	now := l.cfg.Now().UTC()
 	for _, h := range hs {
-		if h.note.kind == ignoredKind {
-			l.log.Info(h.note.text, "kind", h.in.e.Kind, "plan", h.in.e.Plan, "worker", h.in.e.Worker, "event", h.in.e.ID)
+		if h.note.Kind == state.Ignored {
+			l.log.Info(h.note.Text, "kind", h.in.e.Kind, "plan", h.in.e.Plan, "worker", h.in.e.Worker, "event", h.in.e.ID)
 		}
-		l.st.Handled[h.in.e.ID] = &state.Handled{Kind: string(event.Done), Plan: h.in.e.Plan, Time: now, Callback: h.cb, Note: h.note.text}
+		l.st.Handled[h.in.e.ID] = &state.Handled{Kind: string(event.Done), Plan: h.in.e.Plan, Time: now, Callback: h.cb, Note: h.note.Text}
 		delete(l.st.Errors, h.in.e.ID)
 	}
 	// The callbacks go out first, then one save records the harvests and
@@ -266,7 +266,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		}
 		l.revive(p, w)
 		if !p.State.Working() {
-			h.note = ignoring(fmt.Sprintf("plan is already %s", p.State))
+			h.note = state.Ignoring(fmt.Sprintf("plan is already %s", p.State))
 			continue
 		}
 		h.p, h.w, h.def = p, w, l.def(p)
@@ -308,7 +308,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		e, p := h.in.e, h.p
 		sha := shas[e.ID]
 		p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
-		h.note = noted("harvested " + git.Short(sha))
+		h.note = state.Noted("harvested " + git.Short(sha))
 		if b := h.def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
 			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd)
 		}
@@ -318,7 +318,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 			p.State, p.Reason, p.Gates = state.PlanVerifying, "acceptance gates running", true
 			j := l.gateJob(ctx, p, h.def.Acceptance)
 			l.after(func() { l.gates.Start(j) })
-			h.note.text += "; gates running"
+			h.note.Text += "; gates running"
 			continue
 		}
 		settling = append(settling, h)
@@ -336,7 +336,7 @@ func (l *Loop) fail(h *harvested, reason string, now time.Time) {
 	p.State, p.Status, p.Reason, p.Updated = state.PlanFailed, e.Status, reason, now
 	l.free(h.w)
 	h.cb = l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, e.Plan, e.Worker, reason, ""))
-	h.note = noted("failed: " + reason)
+	h.note = state.Noted("failed: " + reason)
 }
 
 // logHarvests logs one line per harvest commit: "harvested" for a plan on

@@ -68,15 +68,15 @@ func (l *Loop) publishExit(n fleet.Exit) {
 
 // exited handles a headless process's end: the worker is free again, and a
 // plan it still held (no done came first) failed.
-func (l *Loop) exited(e event.Event) (*event.Callback, note) {
+func (l *Loop) exited(e event.Event) (*event.Callback, state.Note) {
 	w := l.st.Worker(e.Worker)
 	if w == nil || !w.Headless {
-		return nil, ignoring("not a headless worker")
+		return nil, state.Ignoring("not a headless worker")
 	}
 	pid := 0
 	fmt.Sscanf(e.Status, "process %d", &pid)
 	if w.PID != pid {
-		return nil, ignoring("an earlier process of " + w.ID)
+		return nil, state.Ignoring("an earlier process of " + w.ID)
 	}
 	now := l.cfg.Now().UTC()
 	w.PID, w.Reason, w.Since = 0, "", now
@@ -87,7 +87,7 @@ func (l *Loop) exited(e event.Event) (*event.Callback, note) {
 	if p == nil || w.Plan != e.Plan || p.Worker != w.ID || p.Attempts != e.Attempt ||
 		!p.State.Working() {
 		w.Plan = ""
-		return nil, noted("worker free: " + e.Status)
+		return nil, state.Noted("worker free: " + e.Status)
 	}
 	w.Plan = ""
 	log := filepath.Join(orchdir.Name, orchdir.Logs, fleet.LogName(p.Name, p.Attempts))
@@ -104,7 +104,7 @@ func (l *Loop) exited(e event.Event) (*event.Callback, note) {
 		// headless run): the exit ends the plan without waking it again.
 		p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("%s; headless agent ended (%s; output: %s)", p.Reason, how, log), now
 		l.log.Warn("headless agent ended after it stopped without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
-		return l.verificationFailed(p, nil), noted("failed, lead already told: " + p.Reason)
+		return l.verificationFailed(p, nil), state.Noted("failed, lead already told: " + p.Reason)
 	}
 	said := ""
 	if how != "exit status 0" {
@@ -114,5 +114,5 @@ func (l *Loop) exited(e event.Event) (*event.Callback, note) {
 	}
 	p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("headless agent %s without orch-notify done%s (output: %s)", how, said, log), now
 	l.log.Warn("headless agent ended without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
-	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), noted("failed: " + p.Reason)
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), state.Noted("failed: " + p.Reason)
 }

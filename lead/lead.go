@@ -73,6 +73,7 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/session"
 	"github.com/orch-dev/orch/verify"
 )
 
@@ -135,8 +136,9 @@ type Loop struct {
 	prefix string // the broker's subject prefix
 	nc     *nats.Conn
 	msgs   chan jetstream.Msg
-	timers chan ackCheck
-	starts chan startCheck
+	// sessions is what orch knows of each worker's agent session (package
+	// session): readiness, typing, the hooks' meaning, its deadlines.
+	sessions *session.Sessions
 	// stopped is closed when Run returns, so that goroutines (timers, the
 	// NATS callback) never block sending to a loop that is gone.
 	stopped chan struct{}
@@ -206,13 +208,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
 	if cfg.StartTimeout == 0 {
-		cfg.StartTimeout = DefaultStartTimeout
+		cfg.StartTimeout = session.DefaultStartTimeout
 	}
 	if cfg.GateTimeout <= 0 {
 		cfg.GateTimeout = gates.DefaultGateTimeout
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		timers: make(chan ackCheck, 64), starts: make(chan startCheck, 64), stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
+		stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
 	defer close(l.stopped)
 	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
@@ -292,6 +294,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.fleet.Close() // wakes every pane and process watcher
+	l.sessions = l.newSessions()
+	defer l.sessions.Close()
 
 	if headless {
 		if err := l.headlessUp(); err != nil {
@@ -363,27 +367,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer cc.Stop()
 
-	// Plans dispatched before a restart get their acknowledgement timer back.
-	for _, p := range l.st.Plans {
-		if p.State == state.PlanDispatched {
-			l.armAck(p, p.Resent)
-		}
-	}
 	l.flushOutbox()
-	for _, w := range l.st.Workers {
-		if w.Starting && w.Pane != "" && l.fleet.Panes() {
-			// A screen that stays as it is (a dialog) writes nothing more:
-			// read it once now.
-			l.armStart(w)
-			l.screenChanged(ctx, w.Pane)
-		}
-		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State == state.PlanDispatched && p.Typed && w.Pane != "" {
-			l.armEcho(w, p) // typed before the restart, Enter not yet pressed
-		}
-		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.IdleEvent != "" {
-			l.settled(p, w) // a turn end that waited for the screen
-		}
-	}
+	l.sessions.Resume(ctx, l.st)
 	l.schedule(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
@@ -412,14 +397,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.reportSetup(s)
 		case f := <-l.gates.Finished():
 			l.publishGated(f)
-		case c := <-l.timers:
-			l.ackExpired(ctx, c)
-			l.schedule(ctx)
-		case c := <-l.starts:
-			l.startExpired(ctx, c)
+		case c := <-l.sessions.Checks():
+			l.sessions.Expired(ctx, l.st, c)
 			l.schedule(ctx)
 		case pane := <-l.fleet.Screens():
-			l.screenChanged(ctx, pane)
+			l.sessions.ScreenChanged(ctx, l.st, pane)
 		case ev, ok := <-watcher.Events:
 			if !ok {
 				return nil
@@ -437,6 +419,19 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.ingestSpool()
 		}
 	}
+}
+
+// newSessions makes the agents' sessions on the loop's fleet; what only
+// the loop does it does for them (save, tell the lead, after, schedule).
+func (l *Loop) newSessions() *session.Sessions {
+	return session.New(session.Config{Fleet: l.fleet, Profile: l.cfg.Profile, StartTimeout: l.cfg.StartTimeout, AckTimeout: l.cfg.AckTimeout,
+		Log: l.log, Now: l.cfg.Now, WorkDir: l.workDir, Save: l.save, After: l.after, Schedule: l.schedule,
+		Tell: func(cb *event.Callback) {
+			if cb != nil {
+				l.st.Outbox = append(l.st.Outbox, cb)
+			}
+			l.flushOutbox()
+		}})
 }
 
 // drain puts the gate verdicts and setup ends already reported, and not

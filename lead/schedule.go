@@ -333,7 +333,7 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				continue
 			}
 		default:
-			if err := l.typeLine(ctx, w, p.Name); err != nil {
+			if err := l.sessions.TypeLine(ctx, l.st, w, p.Name); err != nil {
 				l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
 				// Nothing reached a worker: this was no attempt.
 				p.State, p.Worker, p.Reason = state.PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
@@ -342,7 +342,6 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				l.save()
 				continue
 			}
-			l.armAck(p, false) // a headless process's exit says more, and sooner
 		}
 		l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
 	}

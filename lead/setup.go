@@ -49,15 +49,15 @@ func (l *Loop) resumeSetups() {
 }
 
 // prepared handles the end of a setup command.
-func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, note) {
+func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, state.Note) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || p.State != state.PlanQueued || p.Preparing != e.Attempt || p.Worker != e.Worker {
-		return nil, ignoring("no setup running for this attempt")
+		return nil, state.Ignoring("no setup running for this attempt")
 	}
 	w := l.st.Worker(e.Worker)
 	if w == nil || w.State == state.WorkerDead || w.Plan != p.Name {
 		p.DropSetup()
-		return nil, noted("worker gone: plan queued again")
+		return nil, state.Noted("worker gone: plan queued again")
 	}
 	if why, failed := strings.CutPrefix(e.Status, "failed: "); failed {
 		now := l.cfg.Now().UTC()
@@ -72,7 +72,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, no
 		l.setupBackoff = min(max(2*l.setupBackoff, setupBackoffMin), setupBackoffMax)
 		l.setupHoldUntil = l.cfg.Now().Add(l.setupBackoff)
 		l.log.Warn("setup failed: plan not dispatched", "plan", p.Name, "worker", w.ID, "why", why)
-		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, reason, "")), noted("failed: " + reason)
+		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, reason, "")), state.Noted("failed: " + reason)
 	}
 	if e.Status != "ok" {
 		return nil, l.refuse(e, fmt.Sprintf("prepared record with status %q", e.Status))
@@ -81,7 +81,7 @@ func (l *Loop) prepared(ctx context.Context, e event.Event) (*event.Callback, no
 	// Dispatched once this record counts as handled.
 	name := p.Name
 	l.after(func() { l.dispatchPrepared(ctx, name) })
-	return nil, noted("setup passed")
+	return nil, state.Noted("setup passed")
 }
 
 // dispatchPrepared types the line of a plan whose setup passed.

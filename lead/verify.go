@@ -14,7 +14,7 @@ import (
 
 // verifyCmd handles orch verify: a plan that is done (or was verified or
 // refuted before) is put to verification again.
-func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, note, error) {
+func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, state.Note, error) {
 	p := l.st.Plans[e.Plan]
 	if p == nil || (p.State != state.PlanDone && p.State != state.PlanVerified && p.State != state.PlanRefuted) {
 		ps := state.PlanDraft
@@ -32,9 +32,9 @@ func (l *Loop) verifyCmd(ctx context.Context, e event.Event) (*event.Callback, n
 	}
 	cb, err := l.rounds.Start(ctx, l.st, p, rounds, p.Ledger != 0)
 	if err != nil {
-		return nil, note{}, err
+		return nil, state.Note{}, err
 	}
-	return cb, noted(fmt.Sprintf("verification (%d rounds) started", rounds)), nil
+	return cb, state.Noted(fmt.Sprintf("verification (%d rounds) started", rounds)), nil
 }
 
 // verificationFailed settles the parent of a verification plan vp that

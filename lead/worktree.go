@@ -98,20 +98,20 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 // integrated records orch integrate's outcome for a plan. A worker's
 // worktree that still has the plan's branch checked out lets go of it
 // (detached where the branch is) once the plan is in: the branch is kept.
-func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, note) {
+func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, state.Note) {
 	p := l.st.Plans[e.Plan]
 	if p == nil {
-		return nil, ignoring("unknown plan")
+		return nil, state.Ignoring("unknown plan")
 	}
 	switch {
 	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrate.FailedOnIntegration(p):
 	default:
-		return nil, ignoring("plan is " + string(p.State))
+		return nil, state.Ignoring("plan is " + string(p.State))
 	}
 	now := l.cfg.Now().UTC()
 	kind, status, ok := strings.Cut(e.Status, " ")
 	if p.State == state.PlanIntegrated {
-		return nil, ignoring("already integrated") // its code is in; a later try cannot take that back
+		return nil, state.Ignoring("already integrated") // its code is in; a later try cannot take that back
 	}
 	switch {
 	case kind == "integrated" && ok:
@@ -124,14 +124,14 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 			}
 		}
 		l.log.Info("integrated", "plan", p.Name, "commit", git.Short(status))
-		return event.NewCallback(event.CallbackIntegrated, e.ID, p.Name, p.Worker, git.Short(status), status), noted("integrated")
+		return event.NewCallback(event.CallbackIntegrated, e.ID, p.Name, p.Worker, git.Short(status), status), state.Noted("integrated")
 	case kind == "conflict:":
 		p.State, p.Reason, p.Updated = state.PlanConflict, "conflict with the base branch in "+status, now
 		l.log.Warn("integration conflict", "plan", p.Name, "files", status)
-		return event.NewCallback(event.CallbackConflict, e.ID, p.Name, p.Worker, status, ""), noted("conflict")
+		return event.NewCallback(event.CallbackConflict, e.ID, p.Name, p.Worker, status, ""), state.Noted("conflict")
 	case kind == "failed:":
 		p.State, p.Reason, p.Updated = state.PlanFailed, integrate.Reason+status, now
-		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), noted("failed")
+		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), state.Noted("failed")
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
 }
