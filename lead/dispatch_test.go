@@ -13,6 +13,7 @@ import (
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/runner/fake"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/ledger"
@@ -37,13 +38,27 @@ func (m *msg) Metadata() (*jetstream.MsgMetadata, error) {
 }
 func (m *msg) Headers() nats.Header { return nil }
 
+// orderly is the strict fake with a check run before each call.
+type orderly struct {
+	*fake.Runner
+	before func(runner.Cmd)
+}
+
+func (o orderly) Run(ctx context.Context, c runner.Cmd) ([]byte, error) {
+	o.before(c)
+	return o.Runner.Run(ctx, c)
+}
+
 // paneLoop is testLoop with a tmux fleet whose tmux is the strict fake
 // tf, w2 dead, plan q queued behind p, and callbacks recorded in *sent.
-func paneLoop(t *testing.T) (l *Loop, gf, tf *fake.Runner, sent *[]*event.Callback) {
+func paneLoop(t *testing.T, before func(runner.Cmd)) (l *Loop, gf, tf *fake.Runner, sent *[]*event.Callback) {
 	t.Helper()
 	l, gf = testLoop(t)
 	tf = fake.New(t)
-	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: tf},
+	if before == nil {
+		before = func(runner.Cmd) {}
+	}
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: orderly{tf, before}},
 		Isolation: config.Shared, BinDir: "/bin"})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +86,20 @@ func expectTyped(tf *fake.Runner, pane, worker, line string) {
 // recorded with one save, the event is acknowledged after it, and the line
 // is typed after that.
 func TestHarvestAndDispatchOneSave(t *testing.T) {
-	l, gf, tf, sent := paneLoop(t)
+	m := &msg{}
+	var l *Loop
+	typed := 0
+	l, gf, tf, sent := paneLoop(t, func(c runner.Cmd) {
+		if len(c.Args) < 4 || c.Args[3] != "send-keys" {
+			return
+		}
+		// Typing comes after the save that records the dispatch, and after the ack.
+		typed++
+		saved, err := state.Load(l.orchDir)
+		if err != nil || saved.Plans["q"].State != state.PlanDispatched || saved.Handled == nil || m.acks != 1 {
+			t.Errorf("typed before the dispatch was saved and the done acknowledged (acks %d, err %v)", m.acks, err)
+		}
+	})
 	e := workerEvent(event.Done, "p", "w1", "ok")
 	expectTrailers(gf, "")
 	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
@@ -81,8 +109,10 @@ func TestHarvestAndDispatchOneSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectTyped(tf, "%1", "w1", line)
-	m := &msg{}
 	l.harvestDone(context.Background(), []inbound{{m: m, e: e}})
+	if typed != 2 {
+		t.Errorf("%d send-keys, want the line and its Enter", typed)
+	}
 	gf.CheckForMissingCalls()
 	tf.CheckForMissingCalls()
 	if l.saves != 1 {
@@ -105,11 +135,14 @@ func TestHarvestAndDispatchOneSave(t *testing.T) {
 // typed, the event is not acknowledged; its redelivery saves and is
 // acknowledged, and only then does q go out.
 func TestHarvestSaveFails(t *testing.T) {
-	l, gf, tf, sent := paneLoop(t)
+	l, gf, tf, sent := paneLoop(t, nil)
 	e := workerEvent(event.Done, "p", "w1", "ok")
 	expectTrailers(gf, "")
 	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
 	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	// Work an earlier event left to start once it is recorded.
+	ran := 0
+	l.after(func() { ran++ })
 	// A directory where state.json goes: the rename over it fails.
 	stateFile := filepath.Join(l.orchDir, "state.json")
 	if err := os.MkdirAll(filepath.Join(stateFile, "x"), 0o700); err != nil {
@@ -130,6 +163,21 @@ func TestHarvestSaveFails(t *testing.T) {
 	if !l.unsaved {
 		t.Error("a failed save is not remembered")
 	}
+	// Another event fails to take effect meanwhile (git cannot read its
+	// log): what the first one left waiting is kept.
+	g := workerEvent(event.Gated, "p", "", "passed")
+	g.Attempt = 1
+	l.st.Plans["p"].State, l.st.Plans["p"].Gates = state.PlanVerifying, true
+	gf.Expect("git", []string{"log", "--ignore-missing", "-n", "200", "--format=%H%x00%(trailers:key=Orch-Event,valueonly,unfold)%x1e", "HEAD", "--"}, "", gitExit(128))
+	if _, _, err := l.apply(context.Background(), g); err == nil {
+		t.Fatal("gated took effect although git failed")
+	}
+	gf.CheckForMissingCalls()
+	l.st.Plans["p"].State, l.st.Plans["p"].Gates = state.PlanDone, false
+	l.runPending()
+	if ran != 0 {
+		t.Error("work started from an event whose save failed")
+	}
 
 	// The disk is fixed; the event comes again.
 	if err := os.RemoveAll(stateFile); err != nil {
@@ -142,6 +190,9 @@ func TestHarvestSaveFails(t *testing.T) {
 	expectTyped(tf, "%1", "w1", line)
 	l.handleMsg(context.Background(), in)
 	tf.CheckForMissingCalls()
+	if ran != 1 {
+		t.Errorf("the kept work ran %d times once the save succeeded, want 1", ran)
+	}
 	if m.acks != 1 || len(*sent) != 1 {
 		t.Errorf("redelivery: acks %d, callbacks %d (the callback was out already)", m.acks, len(*sent))
 	}

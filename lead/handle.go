@@ -79,7 +79,7 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 		if err := l.save(); err != nil {
 			// Kept in memory (the lead may have been told): the event comes
 			// again and is acknowledged once a save succeeds.
-			undo(next)
+			l.undo(next)
 			l.log.Error("save state; the event will be redelivered", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
 			m.NakWithDelay(retryBackoff(m))
 			return
@@ -109,7 +109,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	}
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
-	before := l.st.Snapshot()
+	before, pending := l.st.Snapshot(), len(l.pending)
 	var n state.Note
 	switch e.Kind {
 	case event.Dispatch:
@@ -144,7 +144,9 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 		n = l.sessions.Ready(l.st, e)
 	}
 	if err != nil {
-		l.pending = nil // nothing was recorded: nothing may start from it
+		// Nothing of this event was recorded: nothing may start from it.
+		// Work of earlier events, kept in memory, still waits for a save.
+		l.pending = l.pending[:pending]
 		l.st = before.Restore(l.st)
 		return nil, false, err
 	}

@@ -148,10 +148,12 @@ type harvested struct {
 func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	before := l.st.Snapshot()
+	before, pending := l.st.Snapshot(), len(l.pending)
 	hs, err := l.harvestAll(ctx, group)
 	if err != nil {
-		l.pending = nil // nothing was recorded: nothing may start from it
+		// Nothing of this batch was recorded: nothing may start from it.
+		// Work of earlier events, kept in memory, still waits for a save.
+		l.pending = l.pending[:pending]
 		l.st = before.Restore(l.st)
 		if len(group) > 1 {
 			l.log.Warn("batch harvest not committed; harvesting one by one", "events", len(group), "err", err)
@@ -198,7 +200,7 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 		// The callbacks are out: the record in memory keeps what the lead
 		// was told. The events come again, and are acknowledged once a
 		// save succeeds; nothing is typed before then.
-		undo(next)
+		l.undo(next)
 		l.log.Error("save state after a harvest; its events will be redelivered", "events", len(group), "err", err)
 		for _, in := range group {
 			in.m.NakWithDelay(retryBackoff(in.m))

@@ -425,7 +425,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 // the loop does it does for them (save, tell the lead, after, schedule).
 func (l *Loop) newSessions() *session.Sessions {
 	return session.New(session.Config{Fleet: l.fleet, Profile: l.cfg.Profile, StartTimeout: l.cfg.StartTimeout, AckTimeout: l.cfg.AckTimeout,
-		Log: l.log, Now: l.cfg.Now, WorkDir: l.workDir, Save: l.save, After: l.after, Schedule: l.schedule,
+		Log: l.log, Now: l.cfg.Now, WorkDir: l.workDir, Save: l.save, Schedule: l.schedule,
+		// A record restored after a failed effect is another record: the
+		// work is given the one there is when it runs.
+		After: func(fn func(*state.State)) { l.after(func() { fn(l.st) }) },
 		Tell: func(cb *event.Callback) {
 			if cb != nil {
 				l.st.Outbox = append(l.st.Outbox, cb)
@@ -434,16 +437,15 @@ func (l *Loop) newSessions() *session.Sessions {
 		}})
 }
 
-// drain puts the gate verdicts and setup ends already reported, and not
-// yet taken, into the stream before the loop stops: handled at the next
-// start rather than run again.
+// drain puts the gate verdicts already reported, and not yet taken, into
+// the stream before the loop stops: handled at the next start, before its
+// regate records, rather than run again. (A setup that ended meanwhile
+// runs again at the next start whatever: resumeSetups.)
 func (l *Loop) drain() {
 	for {
 		select {
 		case f := <-l.gates.Finished():
 			l.publishGated(f)
-		case s := <-l.fleet.Setups():
-			l.reportSetup(s)
 		default:
 			return
 		}

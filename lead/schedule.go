@@ -28,7 +28,7 @@ func (l *Loop) schedule(ctx context.Context) {
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state before dispatch; nothing typed", "err", err)
-		undo(hs)
+		l.undo(hs)
 		return
 	}
 	l.handOver(ctx, hs)
@@ -215,32 +215,36 @@ type handoff struct {
 	w           *state.Worker
 	was, wasPar state.Run
 	wasW        state.Worker
-	setup       bool // the setup command runs first
+	setup       bool      // the setup command runs first
+	next        time.Time // the stagger's next dispatch before this one
 }
 
-// undo takes back hand-offs whose record could not be saved.
-func undo(hs []*handoff) {
+// undo takes back hand-offs whose record could not be saved, and the
+// stagger interval they took.
+func (l *Loop) undo(hs []*handoff) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		h := hs[i]
 		*h.p, *h.w = h.was, h.wasW
 		if h.parent != nil {
 			*h.parent = h.wasPar
 		}
+		l.nextDispatch = h.next
 	}
 }
 
 // dispatchTo hands p to w at once: assigned, saved, handed over.
 func (l *Loop) dispatchTo(ctx context.Context, p *state.Run, w *state.Worker) outcome {
 	out, h := l.assignTo(ctx, p, w)
-	if h == nil {
-		return out
+	var hs []*handoff
+	if h != nil {
+		hs = append(hs, h)
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state before dispatch; nothing typed", "plan", p.Name, "err", err)
-		undo([]*handoff{h})
+		l.undo(hs)
 		return stop
 	}
-	l.handOver(ctx, []*handoff{h})
+	l.handOver(ctx, hs)
 	return out
 }
 
@@ -258,10 +262,9 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 		p.State, p.Reason = state.PlanFailed, "cannot dispatch: "+err.Error()
 		id := fmt.Sprintf("load-%s-%d-%d", p.Name, p.Attempts, l.cfg.Now().UnixNano())
 		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, event.NewCallback(event.CallbackFailed, id, p.Name, "", p.Reason, "")))
-		l.flushOutbox()
-		return stop, nil
+		return stop, nil // saved and told with the pass (handOver)
 	}
-	h := &handoff{p: p, w: w, was: *p, wasW: *w, parent: l.st.Plans[p.VerifyOf]}
+	h := &handoff{p: p, w: w, was: *p, wasW: *w, parent: l.st.Plans[p.VerifyOf], next: l.nextDispatch}
 	if h.parent != nil {
 		h.wasPar = *h.parent
 	}
@@ -329,6 +332,7 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				p.State, p.Worker, p.Reason = state.PlanQueued, "", "headless start on "+w.ID+" failed: "+err.Error()
 				p.Attempts--
 				w.State, w.Plan, w.PID = state.WorkerIdle, "", 0
+				h.unverify()
 				l.save()
 				continue
 			}
@@ -339,11 +343,23 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				p.State, p.Worker, p.Reason = state.PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()
 				p.Attempts--
 				w.State, w.Plan, w.Reason = state.WorkerDead, "", err.Error()
+				h.unverify()
 				l.save()
 				continue
 			}
 		}
 		l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
+	}
+	if len(l.st.Outbox) > 0 {
+		l.flushOutbox() // what the pass decided to tell the lead (prepareFailed)
+	}
+}
+
+// unverify takes back what a verification round's hand-off said of its
+// parent, when the round did not go out after all.
+func (h *handoff) unverify() {
+	if h.parent != nil {
+		h.parent.Verifier, h.parent.Reason = h.wasPar.Verifier, h.wasPar.Reason
 	}
 }
 

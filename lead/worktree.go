@@ -88,10 +88,7 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 		p.Reason = reason
 		l.log.Error("worktree not ready: plan stays queued", "plan", p.Name, "worker", w.ID, "err", err)
 	}
-	if err := l.save(); err != nil {
-		l.log.Error("save state", "err", err)
-	}
-	l.flushOutbox()
+	// Saved and told by the scheduler's caller, with the pass (handOver).
 	return next
 }
 

@@ -47,10 +47,10 @@ type Config struct {
 	Now                      func() time.Time
 	WorkDir                  func(worker string) string // where the worker edits
 	// The loop's part.
-	Save     func() error              // save the record
-	Tell     func(cb *event.Callback)  // add cb (if not nil) to the outbox, publish it, save the record
-	After    func(fn func())           // run fn once the current event is recorded
-	Schedule func(ctx context.Context) // hand ready plans to idle workers
+	Save     func() error                // save the record
+	Tell     func(cb *event.Callback)    // add cb (if not nil) to the outbox, publish it, save the record
+	After    func(fn func(*state.State)) // run fn once the current event is recorded, with the record then
+	Schedule func(ctx context.Context)   // hand ready plans to idle workers
 }
 
 // Sessions is the agents' sessions of one lead loop.
@@ -237,12 +237,22 @@ func (s *Sessions) ready(st *state.State, e event.Event) state.Note {
 	w.Hooked = true
 	if s.fleet.Panes() && w.Pane != "" {
 		if kind, what := s.fleet.ReadScreen(context.Background(), w); kind == agent.ScreenDialog {
-			s.cfg.After(func() { s.asks(st, w, what) })
+			id := w.ID
+			s.cfg.After(func(st *state.State) {
+				if w := st.Worker(id); w != nil {
+					s.asks(st, w, what)
+				}
+			})
 			return state.Noted("ready, but a dialog is up: " + what)
 		}
 	}
 	s.isReady(st, w, "its hook said so")
-	s.cfg.After(func() { s.resumeLine(context.Background(), st, w) })
+	id := w.ID
+	s.cfg.After(func(st *state.State) {
+		if w := st.Worker(id); w != nil {
+			s.resumeLine(context.Background(), st, w)
+		}
+	})
 	return state.Noted("ready")
 }
 
@@ -495,7 +505,7 @@ func (s *Sessions) idle(st *state.State, e event.Event) (*event.Callback, state.
 		// from the state saved with this event.
 		p.IdleEvent = e.ID
 		c := startCheck{worker: w.ID, idle: p.Name, attempt: p.Attempts}
-		s.cfg.After(func() { time.AfterFunc(settleTimeout, func() { s.send(Check{start: &c}) }) })
+		s.cfg.After(func(*state.State) { time.AfterFunc(settleTimeout, func() { s.send(Check{start: &c}) }) })
 		return nil, state.Noted("turn ended: decided once " + w.ID + "'s screen settles")
 	}
 	return s.turnEnded(st, e, p, w)

@@ -55,7 +55,7 @@ func newHarness(t *testing.T, panes bool) *harness {
 		WorkDir:  func(string) string { return h.root },
 		Save:     func() error { h.saves++; return nil },
 		Tell:     func(cb *event.Callback) { h.told = append(h.told, cb); h.saves++ },
-		After:    func(fn func()) { h.pending = append(h.pending, fn) },
+		After:    func(fn func(*state.State)) { h.pending = append(h.pending, func() { fn(h.st) }) },
 		Schedule: func(context.Context) {}})
 	t.Cleanup(h.s.Close)
 	h.st.Workers = []*state.Worker{{ID: "w1", State: state.WorkerBusy, Plan: "p", Pane: "%1", Since: testNow.Add(-time.Hour)},
