@@ -96,8 +96,8 @@ func (f *Fleet) Prepare(ctx context.Context, plan, id, base, verifies string) (s
 // HEAD there is no branch to keep it on: it is left in place.
 // skip: the .worktreeinclude paths, never committed.
 func saveLeftovers(ctx context.Context, wt *git.Repo, id string, skip []string, log *slog.Logger) error {
-	branch, err := wt.CurrentBranch(ctx)
-	if err != nil || branch == "" {
+	branch, clean, err := wt.Status(ctx)
+	if err != nil || branch == "" || clean {
 		return err
 	}
 	sha, err := wt.CommitAll(ctx, fmt.Sprintf("%s: work left by %s\n\nWorker: %s\n", branch, id, id), skip...)

@@ -289,10 +289,53 @@ func (r *Repo) HasMerges(ctx context.Context, from, to string) (bool, error) {
 // CheckBranchName refuses a branch name git would refuse (plan names allow
 // some, like "x.lock").
 func (r *Repo) CheckBranchName(ctx context.Context, branch string) error {
-	if _, err := r.git(ctx, "check-ref-format", "refs/heads/"+branch); err != nil {
+	if !validRefName("refs/heads/" + branch) {
 		return fmt.Errorf("%q is not a valid git branch name", branch)
 	}
 	return nil
+}
+
+// validRefName applies git check-ref-format's rules (git-check-ref-format(1))
+// to a full ref name, in process: no git runs for it.
+func validRefName(ref string) bool {
+	if ref == "@" || strings.HasSuffix(ref, ".") || strings.HasSuffix(ref, "/") || strings.HasPrefix(ref, "/") ||
+		strings.Contains(ref, "..") || strings.Contains(ref, "//") || strings.Contains(ref, "@{") || !strings.Contains(ref, "/") {
+		return false
+	}
+	for _, c := range ref {
+		if c < 0x20 || c == 0x7f || strings.ContainsRune(" ~^:?*[\\", c) {
+			return false
+		}
+	}
+	for _, part := range strings.Split(ref, "/") {
+		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return false
+		}
+	}
+	return true
+}
+
+// Status reads, with one git process, the work tree's branch ("" on a
+// detached HEAD) and whether it has anything to commit (changed, deleted
+// or new files git does not ignore).
+func (r *Repo) Status(ctx context.Context) (branch string, clean bool, err error) {
+	out, err := r.git(ctx, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+	if err != nil {
+		return "", false, fmt.Errorf("status: %w", err)
+	}
+	clean = true
+	for _, f := range strings.Split(string(out), "\x00") {
+		switch {
+		case strings.HasPrefix(f, "# branch.head "):
+			if b := strings.TrimPrefix(f, "# branch.head "); b != "(detached)" {
+				branch = b
+			}
+		case f == "" || strings.HasPrefix(f, "# "):
+		default:
+			clean = false
+		}
+	}
+	return branch, clean, nil
 }
 
 // Healthy says whether this work tree can take a checkout at all: git can

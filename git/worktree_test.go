@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -108,5 +109,51 @@ func TestWorktreeBranchCommitMerge(t *testing.T) {
 	}
 	if _, err := r.RevParse(ctx, "orch/nope"); !errors.Is(err, ErrNoRef) {
 		t.Fatalf("rev-parse of a missing branch: %v", err)
+	}
+}
+
+// The in-process check agrees with git check-ref-format on names plan
+// names allow and on the rules' edges.
+func TestValidRefNameAgreesWithGit(t *testing.T) {
+	for _, b := range []string{"orch/a", "orch/foo.lock", "orch/a.b", "orch/a-", "orch/a_", "orch/x.", "orch/a..b", "orch/.a",
+		"orch/a b", "orch/a~1", "orch/a^", "orch/a:b", "orch/a?", "orch/a*", "orch/a[", "orch/a\\b", "orch/a@{1}", "orch//a", "orch/a/", "orch/a.lock/b", "orch/@", "orch/a@b"} {
+		err := exec.Command("git", "check-ref-format", "refs/heads/"+b).Run()
+		if got := validRefName("refs/heads/" + b); got != (err == nil) {
+			t.Errorf("%q: in process %v, git %v", b, got, err)
+		}
+	}
+}
+
+// Status: the branch and whether anything is to commit, in one process;
+// ignored files do not count, a detached HEAD has no branch.
+func TestStatus(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	write(t, r, map[string]string{"a.txt": "a\n", ".gitignore": "*.log\n"})
+	if _, err := r.CommitAll(ctx, "first\n"); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := r.CurrentBranch(ctx)
+	if b, clean, err := r.Status(ctx); err != nil || b != want || b == "" || !clean {
+		t.Fatalf("after commit: %q %v %v (branch %q)", b, clean, err, want)
+	}
+	write(t, r, map[string]string{"x.log": "ignored\n"})
+	if _, clean, _ := r.Status(ctx); !clean {
+		t.Error("an ignored file counts as a change")
+	}
+	write(t, r, map[string]string{"dir/new.txt": "new\n"})
+	if _, clean, _ := r.Status(ctx); clean {
+		t.Error("a new file in a new folder is not seen")
+	}
+	os.Remove(filepath.Join(r.Root, "dir", "new.txt"))
+	write(t, r, map[string]string{"a.txt": "changed\n"})
+	if _, clean, _ := r.Status(ctx); clean {
+		t.Error("a changed file is not seen")
+	}
+	if err := r.Detach(ctx, "HEAD"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, err := r.Status(ctx); err != nil || b != "" {
+		t.Errorf("detached: branch %q, %v", b, err)
 	}
 }

@@ -118,11 +118,13 @@ func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collec
 	e := it.Event
 	if it.Dir != "" && it.Dir != h.cfg.Root { // worktree isolation
 		wt := h.tree(it.Dir)
-		branch, err := wt.CurrentBranch(ctx)
+		// One git process says the branch and whether there is anything
+		// to commit (a worker that changed nothing costs no more).
+		branch, clean, err := wt.Status(ctx)
 		if err != nil {
 			return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 		}
-		if branch == fleet.PlanBranch(e.Plan) {
+		if branch == fleet.PlanBranch(e.Plan) && !clean {
 			if _, err := wt.CommitAll(ctx, Message(e.Plan+": "+SubjectLine(e.Status), []event.Event{e}, TrailerEvent), skip...); err != nil {
 				return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 			}
