@@ -319,14 +319,17 @@ func validRefName(ref string) bool {
 // detached HEAD) and whether it has anything to commit (changed, deleted
 // or new files git does not ignore).
 func (r *Repo) Status(ctx context.Context) (branch string, clean bool, err error) {
-	out, err := r.git(ctx, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+	// No rename detection (a rename's second path could read as a
+	// header), untracked folders as one entry, and no optional index
+	// lock (an agent's own git may run beside it).
+	out, err := r.git(ctx, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames")
 	if err != nil {
 		return "", false, fmt.Errorf("status: %w", err)
 	}
 	clean = true
 	for _, f := range strings.Split(string(out), "\x00") {
 		switch {
-		case strings.HasPrefix(f, "# branch.head "):
+		case clean && strings.HasPrefix(f, "# branch.head "): // headers come first
 			if b := strings.TrimPrefix(f, "# branch.head "); b != "(detached)" {
 				branch = b
 			}

@@ -150,6 +150,17 @@ func TestStatus(t *testing.T) {
 	if _, clean, _ := r.Status(ctx); clean {
 		t.Error("a changed file is not seen")
 	}
+	// A path that looks like a header, renamed: still the branch.
+	write(t, r, map[string]string{"a.txt": "a\n", "# branch.head main": "x\n"})
+	if _, err := r.CommitAll(ctx, "odd name\n"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", r.Root, "mv", "# branch.head main", "renamed").CombinedOutput(); err != nil {
+		t.Fatalf("git mv: %v %s", err, out)
+	}
+	if b, clean, err := r.Status(ctx); err != nil || b != want || clean {
+		t.Errorf("after a rename of %q: branch %q (want %q), clean %v, %v", "# branch.head main", b, want, clean, err)
+	}
 	if err := r.Detach(ctx, "HEAD"); err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func TestCollectWorktree(t *testing.T) {
 	writeResult(t, wt, "a")
 	msg := "a: tests pass\n\nWorker: w1\nOrch-Event: e1\n"
 	f.In(wt).
-		Expect("git", []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}, "# branch.oid 1\x00# branch.head orch/a\x00? plans/a/RESULT.md\x00", nil).
+		Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.oid 1\x00# branch.head orch/a\x00? plans/a/RESULT.md\x00", nil).
 		Expect("git", []string{"add", "-A", "--", "."}, "", nil).
 		Expect("git", []string{"reset", "-q", "--", ":(literal).env"}, "", nil).
 		Expect("git", []string{"diff", "--cached", "--quiet"}, "", exit(1)).
@@ -128,14 +128,14 @@ func TestCollectWorktree(t *testing.T) {
 		Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "w1sha\n", nil).
 		// The second plan of the same worktree does not ask for the
 		// (configured) identity again.
-		Expect("git", []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}, "# branch.oid 1\x00# branch.head orch/b\x00? plans/b/RESULT.md\x00", nil).
+		Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.oid 1\x00# branch.head orch/b\x00? plans/b/RESULT.md\x00", nil).
 		Expect("git", []string{"add", "-A", "--", "."}, "", nil).
 		Expect("git", []string{"diff", "--cached", "--quiet"}, "", exit(1)).
 		Expect("git", []string{"commit", "-q", "--no-verify", "-m", "b: tests pass\n\nWorker: w1\nOrch-Event: e2\n"}, "", nil).
 		Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "w1sha2\n", nil).
-		Expect("git", []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}, "# branch.oid 1\x00# branch.head orch/other\x00", nil).
+		Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.oid 1\x00# branch.head orch/other\x00", nil).
 		// A worker that left nothing to commit: nothing more runs.
-		Expect("git", []string{"status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"}, "# branch.oid 1\x00# branch.head orch/d\x00", nil)
+		Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.oid 1\x00# branch.head orch/d\x00", nil)
 	c, err := h.Collect(context.Background(), Item{Event: done("a", "w1", "e1"), Dir: wt}, []string{".env"})
 	if err != nil || c.Problem != "" {
 		t.Fatalf("collect: %+v, %v", c, err)

@@ -3,7 +3,8 @@
 // to events; nothing in it polls. The CLI's side is internal/orchctl; the
 // mechanics the loop drives are packages of their own (fleet: panes and
 // headless processes; harvest: committing what workers finished; gates:
-// acceptance and setup commands; verify: verification rounds;
+// acceptance and setup commands; verify: verification rounds; session:
+// each worker's agent session, its readiness, typing and hooks;
 // internal/state: the record).
 //
 // How the pieces fit. Run (lead.go) takes the repo's lock, starts the
@@ -44,7 +45,7 @@
 //     its worktree.
 //  8. lead.go save → internal/state Save: one save records the harvest,
 //     that its callback is out, and the dispatch; then the ack.
-//  9. schedule.go handOver → faults.go typeLine → fleet SendText/SendEnter
+//  9. schedule.go handOver → session TypeLine → fleet SendText/SendEnter
 //     (a tmux pane), or headless.go startHeadless → fleet Spawn (a
 //     headless process, its pid saved before it is let go).
 package lead
@@ -110,7 +111,7 @@ type Config struct {
 	Profile *agent.Profile
 	// StartTimeout is how long a worker's agent has to reach its prompt
 	// before the lead is told what its screen shows; 0 means
-	// DefaultStartTimeout, negative disables the check.
+	// session.DefaultStartTimeout, negative disables the check.
 	StartTimeout time.Duration
 }
 
@@ -155,6 +156,7 @@ type Loop struct {
 	setupHoldUntil time.Time
 	setupBackoff   time.Duration
 	holdArmed      bool
+	retryArmed     bool // a wake-up after a pass whose save failed
 	// unsaved says the last save failed: the record in memory is ahead of
 	// the file. saves counts the saves (tests, and the bench's figure).
 	unsaved bool
@@ -387,7 +389,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.runPending()
 			l.schedule(ctx)
 		case <-l.wake:
-			l.staggerArmed, l.holdArmed = false, false
+			l.staggerArmed, l.holdArmed, l.retryArmed = false, false, false
 			l.schedule(ctx)
 		case d := <-l.fleet.Deaths():
 			l.reportDeath(d)

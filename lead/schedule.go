@@ -23,16 +23,28 @@ import (
 // missing "started"), but never typed twice.
 func (l *Loop) schedule(ctx context.Context) {
 	hs, changed := l.assign(ctx)
-	if len(hs) == 0 && !changed {
+	if len(hs) == 0 && !changed && !l.unsaved {
+		if len(l.st.Outbox) > 0 {
+			l.flushOutbox() // told after an earlier pass's save failed
+		}
 		return
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state before dispatch; nothing typed", "err", err)
 		l.undo(hs)
+		if !l.retryArmed {
+			// No message may come to try again: one wake-up does (a
+			// one-shot deadline, not a poll).
+			l.retryArmed = true
+			time.AfterFunc(saveRetry, func() { send(l, l.wake, struct{}{}) })
+		}
 		return
 	}
 	l.handOver(ctx, hs)
 }
+
+// saveRetry is when a scheduling pass whose save failed runs again.
+const saveRetry = 2 * time.Second
 
 // assign decides the next dispatches in the record (see assignTo) and
 // says whether the record changed otherwise (a plan held with a reason).
@@ -333,6 +345,7 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				p.Attempts--
 				w.State, w.Plan, w.PID = state.WorkerIdle, "", 0
 				h.unverify()
+				l.nextDispatch = h.next
 				l.save()
 				continue
 			}
@@ -344,14 +357,15 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				p.Attempts--
 				w.State, w.Plan, w.Reason = state.WorkerDead, "", err.Error()
 				h.unverify()
+				l.nextDispatch = h.next
 				l.save()
 				continue
 			}
 		}
 		l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
 	}
-	if len(l.st.Outbox) > 0 {
-		l.flushOutbox() // what the pass decided to tell the lead (prepareFailed)
+	if len(l.st.Outbox) > 0 && !l.unsaved {
+		l.flushOutbox() // what the pass decided to tell the lead (prepareFailed), once saved
 	}
 }
 

@@ -27,8 +27,8 @@ const (
 )
 
 // resumeSetups runs again the setup commands that were running when the
-// last lead loop stopped (their record, if one came, is handled first and
-// makes the second one a no-op).
+// last lead loop stopped, as a run of their own: a record the old run
+// left in the stream is ignored (its attempt is no longer Preparing).
 func (l *Loop) resumeSetups() {
 	for _, p := range l.st.Plans {
 		if p.State != state.PlanQueued || p.Preparing == 0 {
