@@ -299,3 +299,9 @@ func DerivedID(about string) string {
 	sum := sha256.Sum256([]byte(about))
 	return hex.EncodeToString(sum[:16])
 }
+
+// Record is an event the lead itself makes (a process's exit, a setup's
+// end, a turn end decided late) about plan and worker, at now.
+func Record(kind Kind, id, plan, worker, status string, now time.Time) Event {
+	return Event{V: Version, ID: id, Kind: kind, Plan: plan, Worker: worker, Status: status, Host: Hostname(), Time: now.UTC()}
+}

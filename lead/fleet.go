@@ -77,5 +77,5 @@ func (l *Loop) reportSetup(s fleet.SetupDone) {
 
 // record is an event the lead makes about plan and worker, now.
 func (l *Loop) record(kind event.Kind, id, plan, worker, status string) event.Event {
-	return event.Event{V: event.Version, ID: id, Kind: kind, Plan: plan, Worker: worker, Status: status, Host: event.Hostname(), Time: l.cfg.Now().UTC()}
+	return event.Record(kind, id, plan, worker, status, l.cfg.Now())
 }

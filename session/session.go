@@ -180,7 +180,7 @@ func (s *Sessions) verificationFailed(st *state.State, p *state.Run, cb *event.C
 
 // record is an event the lead makes about plan and worker, now.
 func (s *Sessions) record(kind event.Kind, id, plan, worker, status string) event.Event {
-	return event.Event{V: event.Version, ID: id, Kind: kind, Plan: plan, Worker: worker, Status: status, Host: event.Hostname(), Time: s.cfg.Now().UTC()}
+	return event.Record(kind, id, plan, worker, status, s.cfg.Now())
 }
 
 // A worker is ready before anything is typed. An agent whose prompt orch
