@@ -76,7 +76,16 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
+	// However the test ends, a failure shows what the lead loop said.
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			t.Logf("serve log tail:\n%s", tail(string(data), 80))
+		}
+	})
 	var serve *exec.Cmd
+	var exited chan struct{} // closed when the current orch serve has exited
+	var exitErr error
 	startServe := func() {
 		t.Helper()
 		serve = exec.Command("orch", "serve", "--workers", strconv.Itoa(nWorkers), "--agent", "orch agent", "--ack-timeout", "15s")
@@ -84,8 +93,17 @@ func TestSoak(t *testing.T) {
 		if err := serve.Start(); err != nil {
 			t.Fatal(err)
 		}
+		cmd, done := serve, make(chan struct{})
+		exited = done
+		go func() { exitErr = cmd.Wait(); close(done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-done })
 		pid := serve.Process.Pid
 		eventually.True(t, 30*time.Second, func() bool {
+			select {
+			case <-done:
+				t.Fatalf("orch serve (pid %d) exited while starting: %v", pid, exitErr)
+			default:
+			}
 			ep, err := notify.ReadEndpoint(filepath.Join(root, orchdir.Name))
 			return err == nil && ep.PID == pid && orchctl.ServePID(root) == pid
 		}, "orch serve (pid %d) to be up", pid)
@@ -99,7 +117,7 @@ func TestSoak(t *testing.T) {
 		from := time.Now()
 		eventually.True(t, pause+5*time.Second, func() bool { return time.Since(from) >= pause }, "a pause before kill %d", k+1)
 		serve.Process.Signal(syscall.SIGKILL)
-		serve.Wait()
+		<-exited
 		fmt.Fprintf(logf, "=== soak: SIGKILL %d\n", k+1)
 		startServe()
 	}
@@ -183,9 +201,6 @@ func TestSoak(t *testing.T) {
 		nPlans, 2*nPlans, nWorkers, nKills, elapsed.Round(100*time.Millisecond), lost, doubled,
 		strings.Count(log, "duplicate event, no effect"), strings.Count(log, "catching up"), strings.Count(log, "spool: delivered"),
 		strings.Count(log, "event not handled yet"), strings.Count(log, "re-sending the dispatch line"), strings.Count(log, "harvested together"), others)
-	if t.Failed() {
-		t.Logf("serve log tail:\n%s", tail(log, 60))
-	}
 }
 
 func envInt(name string, def int) int {
