@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,64 +13,70 @@ import (
 	"github.com/orch-dev/orch/plans"
 )
 
-// Prepare readies worker id's worktree for plan before the dispatch line
+// Job is one plan for one worker's worktree.
+type Job struct {
+	Plan, Worker string
+	// Base is the commit the plan's branch was made from, "" at the plan's
+	// first dispatch: then it is the base branch's head, or for a
+	// verification round the head of the branch of Verifies (the plan it
+	// verifies), so the verifier sees the work.
+	Base, Verifies string
+	// Includes is the .worktreeinclude list (Includes), read once by the
+	// caller for every plan of one pass.
+	Includes []string
+	// Tidy says the harvest of the worker's last plan found its worktree
+	// clean, or committed it, moments ago in the same pass: nothing is
+	// left to save, and one git status less is run.
+	Tidy bool
+}
+
+// Prepare readies a worker's worktree for a plan before the dispatch line
 // is typed: what the worker left from its last plan is committed on that
 // plan's branch, the plan's branch is checked out (made at its base the
 // first time; a later attempt goes on where the last one stopped), the
 // plan folder is brought over, .worktreeinclude files are copied, and the
-// setup command runs (the loop starts it). base is the commit the plan's
-// branch was made from, "" at the plan's first dispatch: then it is the
-// base branch's head, or for a verification round (verifies: the plan it
-// verifies) the head of that plan's branch, so the verifier sees the work.
-// Prepare returns the base. An error means the worker does not get the
-// plan; its kind (ErrWorkerTree, ErrBranchHeld, ErrPlanContent,
-// ErrInclude) says whose fault it is.
-func (f *Fleet) Prepare(ctx context.Context, plan, id, base, verifies string) (string, error) {
+// setup command runs (the loop starts it). Prepare returns the base. An
+// error means the worker does not get the plan; its kind (ErrWorkerTree,
+// ErrBranchHeld, ErrPlanContent, ErrInclude) says whose fault it is.
+func (f *Fleet) Prepare(ctx context.Context, j Job) (string, error) {
 	repo := f.cfg.Repo
 	// What is wrong with the plan or the repo is found before any worker's
 	// worktree is touched, so it is never blamed on a worker.
-	skip, err := Includes(ctx, repo)
-	if err != nil {
-		return "", err
-	}
-	branch := PlanBranch(plan)
+	branch := PlanBranch(j.Plan)
 	if err := repo.CheckBranchName(ctx, branch); err != nil {
 		return "", fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
 	}
-	dir, err := f.EnsureWorktree(ctx, id)
+	dir, err := f.EnsureWorktree(ctx, j.Worker)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
 	}
 	wt := repo.At(dir)
-	if err := saveLeftovers(ctx, wt, id, skip, f.log); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+	if !j.Tidy {
+		if err := saveLeftovers(ctx, wt, j.Worker, j.Includes, f.log); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+		}
 	}
 	// A branch is checked out in one worktree at a time: the worker that
-	// had this plan before lets go of it (its leftovers saved first).
-	if holder, err := repo.WorktreeOf(ctx, branch); err != nil {
+	// had this plan before lets go of it (its leftovers saved first). A
+	// branch not made yet is nowhere.
+	if _, err := repo.RevParse(ctx, "refs/heads/"+branch); err == nil {
+		if err := f.takeBranch(ctx, branch, dir, j); err != nil {
+			return "", err
+		}
+	} else if !errors.Is(err, git.ErrNoRef) {
 		return "", err
-	} else if holder != "" && filepath.Clean(holder) != filepath.Clean(dir) {
-		if filepath.Dir(filepath.Clean(holder)) != filepath.Join(f.cfg.OrchDir, orchdir.Worktrees) {
-			// Someone's own checkout: never commit in it or move it.
-			return "", fmt.Errorf("%w: %s is checked out in %s; switch that checkout to another branch, then orch dispatch %s again", ErrBranchHeld, branch, holder, plan)
-		}
-		other := repo.At(holder)
-		if err := saveLeftovers(ctx, other, filepath.Base(holder), skip, f.log); err != nil {
-			return "", err
-		}
-		if err := other.Detach(ctx, "HEAD"); err != nil {
-			return "", err
-		}
 	}
+	base := j.Base
 	if base == "" {
-		from := "HEAD"
-		if verifies != "" {
-			if sha, err := repo.RevParse(ctx, "refs/heads/"+PlanBranch(verifies)); err == nil {
-				from = sha
+		if j.Verifies != "" {
+			if sha, err := repo.RevParse(ctx, "refs/heads/"+PlanBranch(j.Verifies)); err == nil {
+				base = sha
 			}
 		}
-		if base, err = repo.RevParse(ctx, from); err != nil {
-			return "", err
+		if base == "" {
+			if base, err = repo.Head(ctx); err != nil {
+				return "", err
+			}
 		}
 	}
 	created, err := wt.SwitchNew(ctx, branch, base)
@@ -81,14 +88,32 @@ func (f *Fleet) Prepare(ctx context.Context, plan, id, base, verifies string) (s
 		}
 		return "", err
 	}
-	if err := f.syncPlanFolder(plan, dir); err != nil {
+	if err := f.syncPlanFolder(j.Plan, dir); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrPlanContent, err)
 	}
-	if err := copyIncluded(repo.Root, skip, dir); err != nil { // the list read above
+	if err := copyIncluded(repo.Root, j.Includes, dir); err != nil {
 		return "", err
 	}
-	f.log.Info("worktree ready", "plan", plan, "worker", id, "branch", branch, "base", git.Short(base), "new", created)
+	f.log.Info("worktree ready", "plan", j.Plan, "worker", j.Worker, "branch", branch, "base", git.Short(base), "new", created)
 	return base, nil
+}
+
+// takeBranch has the worktree that holds branch, if another of orch's
+// own, let go of it so that dir can check it out.
+func (f *Fleet) takeBranch(ctx context.Context, branch, dir string, j Job) error {
+	holder, err := f.cfg.Repo.WorktreeOf(ctx, branch)
+	if err != nil || holder == "" || filepath.Clean(holder) == filepath.Clean(dir) {
+		return err
+	}
+	if filepath.Dir(filepath.Clean(holder)) != filepath.Join(f.cfg.OrchDir, orchdir.Worktrees) {
+		// Someone's own checkout: never commit in it or move it.
+		return fmt.Errorf("%w: %s is checked out in %s; switch that checkout to another branch, then orch dispatch %s again", ErrBranchHeld, branch, holder, j.Plan)
+	}
+	other := f.cfg.Repo.At(holder)
+	if err := saveLeftovers(ctx, other, filepath.Base(holder), j.Includes, f.log); err != nil {
+		return err
+	}
+	return other.Detach(ctx, "HEAD")
 }
 
 // saveLeftovers commits whatever is uncommitted in a worktree onto its

@@ -47,6 +47,9 @@ func (f *Fleet) EnsureWorktree(ctx context.Context, id string) (string, error) {
 	if err := f.cfg.Repo.AddWorktree(ctx, dir, head); err != nil {
 		return "", err
 	}
+	if err := f.cfg.Repo.At(dir).CacheUntracked(ctx); err != nil {
+		return "", err
+	}
 	f.log.Info("worktree made", "worker", id, "dir", dir)
 	return dir, nil
 }

@@ -17,6 +17,12 @@ type Commit struct {
 
 // Head returns the full sha of HEAD, or ErrNoCommits on an unborn branch.
 func (r *Repo) Head(ctx context.Context) (string, error) {
+	if sha, found, ok := r.refs.resolve("HEAD"); ok {
+		if !found {
+			return "", fmt.Errorf("head: %w", ErrNoCommits)
+		}
+		return sha, nil
+	}
 	out, err := r.git(ctx, "rev-parse", "--verify", "-q", "HEAD")
 	if err != nil {
 		if exitCode(err) == 1 {

@@ -22,6 +22,7 @@ type Repo struct {
 	ident   []string // -c user.name/-c user.email fallbacks, read once
 	Root    string
 	Runner  runner.Runner
+	refs    refFiles // where HEAD and branches are read without git, if anywhere
 }
 
 // Open finds the repository that dir belongs to. When dir is inside a linked
@@ -40,7 +41,7 @@ func OpenWith(ctx context.Context, dir string, run runner.Runner) (*Repo, error)
 	}
 	common := filepath.Clean(strings.TrimSpace(string(out)))
 	if filepath.Base(common) == ".git" {
-		return &Repo{Root: filepath.Dir(common), Runner: run}, nil
+		return &Repo{Root: filepath.Dir(common), Runner: run, refs: refsAt(common)}, nil
 	}
 	// The git directory lives elsewhere (--separate-git-dir, a submodule, a
 	// bare repository): only git knows where the work tree is, if any.

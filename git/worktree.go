@@ -10,11 +10,20 @@ import (
 )
 
 // At returns a Repo for another work tree of the same repository (a linked
-// worktree), sharing r's runner.
-func (r *Repo) At(dir string) *Repo { return &Repo{Root: dir, Runner: r.Runner} }
+// worktree), sharing r's runner. Branches are shared by all worktrees; its
+// HEAD is its own, and read by git.
+func (r *Repo) At(dir string) *Repo {
+	return &Repo{Root: dir, Runner: r.Runner, refs: refFiles{commonDir: r.refs.commonDir}}
+}
 
 // RevParse returns the full sha rev names, or ErrNoRef.
 func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
+	if sha, found, ok := r.refs.resolve(rev); ok {
+		if !found {
+			return "", fmt.Errorf("rev-parse %s: %w", rev, ErrNoRef)
+		}
+		return sha, nil
+	}
 	out, err := r.git(ctx, "rev-parse", "--verify", "-q", rev+"^{commit}")
 	if err != nil {
 		if exitCode(err) == 1 {
@@ -339,6 +348,18 @@ func (r *Repo) Status(ctx context.Context) (branch string, clean bool, err error
 		}
 	}
 	return branch, clean, nil
+}
+
+// CacheUntracked turns on git's untracked cache in this work tree and
+// fills it (a status that writes the index). Later statuses, orch's and
+// the agent's own, then look into only the folders that changed: in a
+// worktree of a few thousand files, about half the time of one. For a
+// work tree orch owns, when nothing else runs git in it.
+func (r *Repo) CacheUntracked(ctx context.Context) error {
+	if _, err := r.git(ctx, "-c", "core.untrackedCache=true", "status", "--porcelain", "--untracked-files=normal"); err != nil {
+		return fmt.Errorf("untracked cache: %w", err)
+	}
+	return nil
 }
 
 // Healthy says whether this work tree can take a checkout at all: git can

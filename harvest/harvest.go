@@ -107,6 +107,9 @@ type Item struct {
 type Collected struct {
 	Result  []byte
 	Problem string
+	// Tidy: the worktree was on the plan's branch with everything in it
+	// committed (now, or by the worker) when Collect looked.
+	Tidy bool
 }
 
 // Collect is the worktree half of a harvest: in worktree isolation,
@@ -116,6 +119,7 @@ type Collected struct {
 // Doing it twice changes nothing. An error is git failing: try again later.
 func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collected, error) {
 	e := it.Event
+	tidy := false
 	if it.Dir != "" && it.Dir != h.cfg.Root { // worktree isolation
 		wt := h.tree(it.Dir)
 		// One git process says the branch and whether there is anything
@@ -124,7 +128,8 @@ func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collec
 		if err != nil {
 			return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 		}
-		if branch == fleet.PlanBranch(e.Plan) && !clean {
+		tidy = branch == fleet.PlanBranch(e.Plan)
+		if tidy && !clean {
 			if _, err := wt.CommitAll(ctx, Message(e.Plan+": "+SubjectLine(e.Status), []event.Event{e}, TrailerEvent), skip...); err != nil {
 				return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 			}
@@ -133,16 +138,16 @@ func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collec
 			if err := fleet.WriteIn(h.cfg.Root, plans.RelResultPath(e.Plan), data, 0o644); err != nil {
 				return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 			}
-			return Collected{Result: data}, nil
+			return Collected{Result: data, Tidy: tidy}, nil
 		}
 		// No usable RESULT.md in the worktree: the repo's copy (an earlier
 		// harvest's) says what is wrong, below.
 	}
 	data, err := plans.ReadResult(h.cfg.Root, e.Plan, MaxResult)
 	if err != nil {
-		return Collected{Problem: fmt.Sprintf("reported done (%s) but %s", e.Status, ResultProblem(e.Plan, err))}, nil
+		return Collected{Problem: fmt.Sprintf("reported done (%s) but %s", e.Status, ResultProblem(e.Plan, err)), Tidy: tidy}, nil
 	}
-	return Collected{Result: data}, nil
+	return Collected{Result: data, Tidy: tidy}, nil
 }
 
 // ResultProblem says what is wrong with a plan's RESULT.md, from the error

@@ -204,3 +204,86 @@ func TestHarvestSaveFails(t *testing.T) {
 		t.Errorf("saved: handled %+v, p %+v, q %+v", h, saved.Plans["p"], saved.Plans["q"])
 	}
 }
+
+// worktreeLoop is paneLoop in worktree isolation: w1 has its worktree.
+func worktreeLoop(t *testing.T) (l *Loop, gf, tf *fake.Runner, wdir string) {
+	t.Helper()
+	l, gf, tf, _ = paneLoop(t, nil)
+	l.conf.Isolation = config.Worktree
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Repo: l.repo, Panes: true,
+		Tmux: &tmux.Client{Socket: "t", Runner: tf}, Isolation: config.Worktree, BinDir: "/bin", Logger: l.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fl.Close)
+	l.fleet = fl
+	wdir = fleet.WorktreeDir(l.cfg.Root, "w1")
+	writeFile(t, wdir, ".git", "gitdir: elsewhere\n")
+	return l, gf, tf, wdir
+}
+
+// expectPrepare is the git of readying wdir for plan q, a first attempt,
+// on base "b0"; status says whether the leftovers are looked for first.
+func expectPrepare(gf *fake.Runner, root, wdir string, status bool) {
+	if status {
+		gf.In(wdir).Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.head orch/p\x00", nil)
+	}
+	// Not a branch yet: nobody holds it, and it is made at the base.
+	gf.In(root).Expect("git", []string{"rev-parse", "--verify", "-q", "refs/heads/orch/q^{commit}"}, "", gitExit(1)).
+		Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "b0\n", nil)
+	gf.In(wdir).Expect("git", []string{"rev-parse", "--verify", "-q", "refs/heads/orch/q^{commit}"}, "", gitExit(1)).
+		Expect("git", []string{"switch", "-q", "-c", "orch/q", "b0"}, "", nil)
+}
+
+// A harvest in worktree isolation that frees its worker for the next plan:
+// the worktree's status is read once (the harvest's), .worktreeinclude
+// once, and no worktree list is asked for a branch that does not exist.
+func TestHarvestAndDispatchWorktreeTidy(t *testing.T) {
+	l, gf, tf, wdir := worktreeLoop(t)
+	root := l.cfg.Root
+	e := workerEvent(event.Done, "p", "w1", "ok")
+	gf.In(root).Expect("git", []string{"show", "HEAD:" + fleet.IncludeFile}, "", gitExit(128))
+	gf.In(wdir).Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.oid b0\x00# branch.head orch/p\x00", nil)
+	gf.In(root)
+	expectTrailers(gf, "")
+	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
+	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	expectPrepare(gf, root, wdir, false)
+	line, err := fleet.DispatchLine("q", filepath.Join("/bin", "orch-notify"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectTyped(tf, "%1", "w1", line)
+	l.harvestDone(context.Background(), []inbound{{m: &msg{}, e: e}})
+	gf.CheckForMissingCalls()
+	tf.CheckForMissingCalls()
+	if q := l.st.Plans["q"]; q.State != state.PlanDispatched || q.Base != "b0" {
+		t.Errorf("q %+v", q)
+	}
+	if _, err := os.Stat(filepath.Join(wdir, "plans", "q", "PLAN.md")); err != nil {
+		t.Errorf("plan folder not brought over: %v", err)
+	}
+}
+
+// A worker freed in an earlier turn gets its next plan in a later one:
+// what it may have left since is looked for first.
+func TestDispatchWorktreeLaterTurn(t *testing.T) {
+	l, gf, tf, wdir := worktreeLoop(t)
+	root := l.cfg.Root
+	l.turn.tidy = map[string]bool{"w1": true} // from a turn before this one
+	l.turn = turn{}                           // what Run does at each turn
+	p := l.st.Plans["p"]
+	p.State, p.Worker = state.PlanDone, ""
+	w := l.st.Worker("w1")
+	w.State, w.Plan = state.WorkerIdle, ""
+	gf.In(root).Expect("git", []string{"show", "HEAD:" + fleet.IncludeFile}, "", gitExit(128))
+	expectPrepare(gf, root, wdir, true)
+	line, err := fleet.DispatchLine("q", filepath.Join("/bin", "orch-notify"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectTyped(tf, "%1", "w1", line)
+	l.schedule(context.Background())
+	gf.CheckForMissingCalls()
+	tf.CheckForMissingCalls()
+}

@@ -253,9 +253,6 @@ func (l *Loop) notYet(in inbound, err error) {
 func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, error) {
 	hs := make([]*harvested, len(group))
 	var toCommit []*harvested
-	var skip []string
-	var skipErr error
-	skipRead := false
 	now := l.cfg.Now().UTC()
 	for i, in := range group {
 		h := &harvested{in: in}
@@ -272,9 +269,10 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 			continue
 		}
 		h.p, h.w, h.def = p, w, l.def(p)
-		if l.isolated() && !skipRead {
-			skip, skipErr = fleet.Includes(ctx, l.repo)
-			skipRead = true
+		var skip []string
+		var skipErr error
+		if l.isolated() {
+			skip, skipErr = l.includes(ctx)
 		}
 		if errors.Is(skipErr, fleet.ErrInclude) {
 			// Redelivery would not help: the file must be fixed.
@@ -286,6 +284,12 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		c, err := l.harvester.Collect(ctx, harvest.Item{Event: e, Dir: l.workDir(e.Worker)}, skip)
 		if err != nil {
 			return nil, err
+		}
+		if c.Tidy {
+			if l.turn.tidy == nil {
+				l.turn.tidy = map[string]bool{}
+			}
+			l.turn.tidy[e.Worker] = true
 		}
 		if c.Problem != "" {
 			l.log.Warn("done without a usable RESULT.md: not harvested", "plan", e.Plan, "worker", e.Worker, "reason", c.Problem)
@@ -313,6 +317,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		h.note = state.Noted("harvested " + git.Short(sha))
 		if b := h.def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
 			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd)
+			delete(l.turn.tidy, p.Worker) // the metric command may have left files
 		}
 		if len(h.def.Acceptance) > 0 {
 			// The worker stays busy while its gates run in its checkout: in a

@@ -166,6 +166,28 @@ type Loop struct {
 	// gates runs the acceptance gates and setup commands and owns their
 	// process groups (killed when the loop stops).
 	gates *gates.Runner
+	// turn is what one turn of the loop (one event or wake-up, its
+	// harvests and the dispatches they free) reads once and shares.
+	turn turn
+}
+
+// turn is kept for one turn of the loop, then dropped.
+type turn struct {
+	includes     []string // the .worktreeinclude list (fleet.Includes)
+	includesErr  error
+	includesRead bool
+	// tidy: workers whose worktrees this turn's harvests found clean or
+	// committed; their next plan's preparation has nothing to save.
+	tidy map[string]bool
+}
+
+// includes returns the .worktreeinclude list, read once per turn.
+func (l *Loop) includes(ctx context.Context) ([]string, error) {
+	if t := &l.turn; !t.includesRead {
+		t.includes, t.includesErr = fleet.Includes(ctx, l.repo)
+		t.includesRead = true
+	}
+	return l.turn.includes, l.turn.includesErr
 }
 
 // after runs fn once the current event is recorded (state saved): work
@@ -377,6 +399,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	l.log.Info("lead loop ready", "workers", len(l.st.Workers), "repo", cfg.Root)
 	for {
+		l.turn = turn{}
 		select {
 		case <-ctx.Done():
 			l.log.Info("lead loop stopping")

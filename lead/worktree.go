@@ -38,7 +38,13 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	if parent := l.st.Plans[p.VerifyOf]; parent != nil {
 		verifies = parent.Name
 	}
-	base, err := l.fleet.Prepare(ctx, p.Name, w.ID, p.Base, verifies)
+	includes, err := l.includes(ctx)
+	if err != nil {
+		return err
+	}
+	tidy := l.turn.tidy[w.ID]
+	delete(l.turn.tidy, w.ID) // once: the new plan's work starts now
+	base, err := l.fleet.Prepare(ctx, fleet.Job{Plan: p.Name, Worker: w.ID, Base: p.Base, Verifies: verifies, Includes: includes, Tidy: tidy})
 	if err != nil {
 		return err
 	}
