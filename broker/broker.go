@@ -56,7 +56,7 @@ const (
 	DefaultMaxStore = 1 << 30 // JetStream file store, bytes
 	DefaultMaxMem   = 64 << 20
 	StreamMaxBytes  = 512 << 20
-	MaxEventBytes   = 64 << 10
+	MaxEventBytes   = event.MaxBytes
 	DupeWindow      = 10 * time.Minute
 	// AckWait is how long the lead loop has to finish an event before the
 	// server redelivers it; harvests are a few git commands, far below it.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/internal/logfmt"
@@ -112,11 +113,12 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 	for i := 0; i < len(demoPlans); i++ {
-		cb, err := orchctl.Wait(ctx, o.Dir, 30*time.Second)
-		if err != nil {
+		if _, err := orchctl.Wait(ctx, o.Dir, 30*time.Second, func(cb event.Callback) error {
+			_, err := fmt.Fprintf(o.Out, ">>> callback %d/%d: %s\n", i+1, len(demoPlans), cb.Line)
+			return err
+		}); err != nil {
 			return err
 		}
-		fmt.Fprintf(o.Out, ">>> callback %d/%d: %s\n", i+1, len(demoPlans), cb.Line)
 	}
 	// Each worker edited its own worktree, on branch orch/<plan>: bring the
 	// approved plans into main, in dependency order, gates run again.
@@ -129,7 +131,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if s.Outcome == integrate.Skipped {
 			continue // nothing recorded, no callback
 		}
-		if _, err := orchctl.Wait(ctx, o.Dir, 30*time.Second); err != nil {
+		if _, err := orchctl.Wait(ctx, o.Dir, 30*time.Second, func(event.Callback) error { return nil }); err != nil {
 			return err
 		}
 	}

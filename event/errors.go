@@ -12,3 +12,8 @@ var ErrNotKept = errors.New("event not kept")
 // ErrBadPlanName means a plan name breaks the contract's rule. Its text
 // reads inside a sentence: `plan name "x" is invalid: ...`.
 var ErrBadPlanName = errors.New("invalid")
+
+// ErrBadSpoolFile means a file in the spool is not one a writer of the
+// spool makes: not a regular file (a FIFO, a device, a symlink), or
+// larger than any event. It is never read.
+var ErrBadSpoolFile = errors.New("not a spooled event")

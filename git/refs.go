@@ -117,3 +117,24 @@ func isHash(s string) bool {
 	}
 	return true
 }
+
+// headBranch returns the branch HEAD is on, "" when it is detached; ok
+// is false when the files cannot tell.
+func (rf refFiles) headBranch() (branch string, ok bool) {
+	if rf.gitDir == "" {
+		return "", false
+	}
+	data, err := os.ReadFile(filepath.Join(rf.gitDir, "HEAD"))
+	if err != nil {
+		return "", false
+	}
+	s := strings.TrimSpace(string(data))
+	if target, sym := strings.CutPrefix(s, "ref: "); sym {
+		b, heads := strings.CutPrefix(target, "refs/heads/")
+		if !heads || !validRefName(target) {
+			return "", false
+		}
+		return b, true
+	}
+	return "", isHash(s)
+}

@@ -37,6 +37,9 @@ func (r *Repo) RevParse(ctx context.Context, rev string) (string, error) {
 // CurrentBranch returns the short name of the checked-out branch, or "" on
 // a detached HEAD.
 func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
+	if b, ok := r.refs.headBranch(); ok {
+		return b, nil
+	}
 	out, err := r.git(ctx, "symbolic-ref", "-q", "--short", "HEAD")
 	if err != nil {
 		if exitCode(err) == 1 {

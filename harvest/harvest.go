@@ -57,6 +57,9 @@ type Config struct {
 	Root string    // the repo root, where RESULT.md and the ledger are committed
 	Repo *git.Repo // the repo at Root
 	Log  *slog.Logger
+	// Branch is the branch orch serve started on: every commit is refused
+	// (ErrBranchMoved) while the repo is on another one. "": no check.
+	Branch string
 	// Fault is the fault-injection hook (tests): called at the named points
 	// between steps. Nil: none.
 	Fault func(point string)
@@ -171,7 +174,7 @@ func ResultProblem(name string, err error) string {
 // work), the last commit that touched it.
 func (h *Harvester) Results(ctx context.Context, events []event.Event) (map[string]string, error) {
 	shas := map[string]string{}
-	err := h.locked(func() error {
+	err := h.locked(ctx, func() error {
 		done, err := h.cfg.Repo.RecentTrailers(ctx, TrailerEvent, TrailerDepth)
 		if err != nil {
 			return err
@@ -274,7 +277,7 @@ func Entry(p *state.Run, def *state.Def) ledger.Entry {
 // once. An entry whose event is in the ledger already comes back as it was.
 func (h *Harvester) Ledger(ctx context.Context, entries []ledger.Entry) ([]ledger.Entry, error) {
 	var got []ledger.Entry
-	err := h.locked(func() error {
+	err := h.locked(ctx, func() error {
 		var err error
 		if got, err = ledger.AppendAll(h.cfg.Root, entries); err != nil {
 			return err
@@ -338,12 +341,28 @@ func (h *Harvester) Committed(ctx context.Context, id string) (string, error) {
 	return done[id], nil
 }
 
-func (h *Harvester) locked(fn func() error) error {
+func (h *Harvester) locked(ctx context.Context, fn func() error) error {
 	lk, err := flock.Exclusive(filepath.Join(orchdir.Of(h.cfg.Root), orchdir.GitLock))
 	if err != nil {
 		return err
 	}
 	defer lk.Unlock()
+	if h.cfg.Branch != "" {
+		// Commits made on another branch (or a detached HEAD) would be
+		// orphaned when the user switches back, and the ledger's numbers
+		// reused: nothing is committed until the branch is back.
+		b, err := h.cfg.Repo.CurrentBranch(ctx)
+		if err != nil {
+			return err
+		}
+		if b != h.cfg.Branch {
+			on := "a detached HEAD"
+			if b != "" {
+				on = "branch " + b
+			}
+			return fmt.Errorf("%w: the repo is on %s, not %s where orch serve started; nothing is committed (events wait) until you git switch %s, or restart orch serve on the branch you want", ErrBranchMoved, on, h.cfg.Branch, h.cfg.Branch)
+		}
+	}
 	return fn()
 }
 
@@ -351,7 +370,7 @@ func (h *Harvester) locked(fn func() error) error {
 // beside the harvests (a verification's plan and matrix). A commit with
 // nothing new in it (a redelivered event's) is no error.
 func (h *Harvester) Commit(ctx context.Context, msg string, paths ...string) error {
-	return h.locked(func() error {
+	return h.locked(ctx, func() error {
 		_, err := h.cfg.Repo.Commit(ctx, msg, paths...)
 		if errors.Is(err, git.ErrNothingToCommit) {
 			err = nil
@@ -365,7 +384,7 @@ func (h *Harvester) Commit(ctx context.Context, msg string, paths ...string) err
 // redelivery finds the commit by its trailer. Evidence that could not be
 // written is not committed (the verdict says why).
 func (h *Harvester) Gates(ctx context.Context, e event.Event, rel string) error {
-	return h.locked(func() error {
+	return h.locked(ctx, func() error {
 		if sha, err := h.Committed(ctx, e.ID); err != nil || sha != "" {
 			return err
 		}

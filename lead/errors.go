@@ -14,3 +14,7 @@ var ErrNoFleet = errors.New("no such worker in the fleet")
 // ErrConnLost means the lead loop's in-process connection to its broker
 // closed; the loop stops rather than go on deaf.
 var ErrConnLost = errors.New("connection to the embedded broker closed")
+
+// ErrDetached means the repo's HEAD is on no branch: orch serve commits
+// on one.
+var ErrDetached = errors.New("HEAD is detached")

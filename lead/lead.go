@@ -272,7 +272,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if l.repo, err = git.Open(ctx, cfg.Root); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	l.harvester = harvest.New(harvest.Config{Root: cfg.Root, Repo: l.repo, Log: l.log, Fault: l.fault})
+	branch, err := l.repo.CurrentBranch(ctx)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if branch == "" {
+		return fmt.Errorf("serve: %w: harvests and ledger entries are commits on a branch, and would be orphaned here; git switch to the branch the plans go on (e.g. git switch main), then orch serve", ErrDetached)
+	}
+	l.harvester = harvest.New(harvest.Config{Root: cfg.Root, Repo: l.repo, Branch: branch, Log: l.log, Fault: l.fault})
 	l.rounds = &verify.Rounds{Root: cfg.Root, Repo: l.repo, Harvester: l.harvester, Log: l.log, Now: cfg.Now}
 	if l.conf, err = config.Load(cfg.Root); err != nil {
 		return fmt.Errorf("serve: %w", err)

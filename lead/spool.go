@@ -11,7 +11,8 @@ import (
 	"github.com/orch-dev/orch/notify"
 )
 
-// ingestSpool publishes every spooled event, oldest first.
+// ingestSpool publishes every spooled event, oldest first, and sets aside
+// every file that is not one: at the start nobody is still writing it.
 func (l *Loop) ingestSpool() {
 	dir := filepath.Join(l.orchDir, orchdir.Spool)
 	good, bad, err := event.ReadSpool(dir)
@@ -19,8 +20,8 @@ func (l *Loop) ingestSpool() {
 		l.log.Error("spool", "err", err)
 		return
 	}
-	for _, e := range bad {
-		l.log.Warn("spool: unreadable file kept for inspection", "err", e)
+	for _, b := range bad {
+		l.setAside(b.Path, b.Err)
 	}
 	for _, s := range good {
 		l.publishSpooled(s)
@@ -36,11 +37,29 @@ func (l *Loop) ingestFile(path string) {
 	if errors.Is(err, os.ErrNotExist) {
 		return // already ingested (the initial scan and the watcher both saw it)
 	}
+	if errors.Is(err, event.ErrBadSpoolFile) {
+		l.setAside(path, err)
+		return
+	}
 	if err != nil {
-		l.log.Warn("spool: unreadable file kept for inspection", "err", err)
+		// A file copied in by hand is seen as soon as it is created, before
+		// its content is all there: it is read again at its next write, and
+		// set aside at the next start if it is still not an event then.
+		l.log.Warn("spool: not an event yet, kept", "file", filepath.Base(path), "err", err)
 		return
 	}
 	l.publishSpooled(s)
+}
+
+// setAside moves a spool file that is not an event into the spool's
+// rejected folder, with the reason beside it.
+func (l *Loop) setAside(path string, why error) {
+	to, err := event.SetAside(path, why)
+	if err != nil {
+		l.log.Error("spool: a file that is not an event could not be set aside", "file", filepath.Base(path), "why", why, "err", err)
+		return
+	}
+	l.log.Warn("spool: not an event, set aside", "file", filepath.Base(path), "why", why, "to", to)
 }
 
 // publishSpooled moves a spooled event into the stream and deletes the file

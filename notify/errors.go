@@ -13,3 +13,7 @@ var ErrNoCreds = errors.New("no credentials")
 
 // ErrRejected means the broker answered and refused the event.
 var ErrRejected = errors.New("broker refused the event")
+
+// ErrRefusedCreds means the broker refused the role's credential: the
+// event is not spooled (the worker must be given its right credential).
+var ErrRefusedCreds = errors.New("the broker refused this worker's credential")

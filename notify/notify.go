@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -185,7 +186,17 @@ func LeadConfig(orchDir string) (Config, error) {
 }
 
 func readSeed(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
+	} else if m := fi.Mode(); !m.IsRegular() || m.Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s is readable or writable by others (mode %v): chmod 600 %s", ErrNoCreds, path, m, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
 	}
@@ -211,6 +222,21 @@ func Connect(cfg Config, name string) (*nats.Conn, error) {
 	return nats.Connect(cfg.URL, opts...)
 }
 
+// connectErr says why a connection failed: a credential the broker
+// refused, or one that is not a seed at all, is the worker's to fix and
+// never a reason to spool (the lead would take the event from the spool
+// without the check the broker just made); anything else means the
+// broker is not there.
+func connectErr(err error) error {
+	switch {
+	case errors.Is(err, ErrNoCreds):
+		return err
+	case errors.Is(err, nats.ErrAuthorization), strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
+		return fmt.Errorf("%w: %v", ErrRefusedCreds, err)
+	}
+	return fmt.Errorf("%w: %v", ErrNoBroker, err)
+}
+
 // Result says how an event was kept.
 type Result struct {
 	Acked     bool   // stored by the broker
@@ -230,6 +256,9 @@ func Send(cfg Config, e event.Event) (Result, error) {
 		seq, dup, err := publish(cfg, e, deadline)
 		if err == nil {
 			return Result{Acked: true, Duplicate: dup, Seq: seq}, nil
+		}
+		if errors.Is(err, ErrNoCreds) || errors.Is(err, ErrRefusedCreds) {
+			return res, fmt.Errorf("%w: %v", event.ErrNotKept, err)
 		}
 		res.PubErr = err
 	} else {
@@ -274,7 +303,7 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 	c.Timeout = time.Until(deadline)
 	nc, err := Connect(c, "orch-notify")
 	if err != nil {
-		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
+		return 0, false, connectErr(err)
 	}
 	defer nc.Close()
 	reply := nc.NewInbox()

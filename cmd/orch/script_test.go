@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +85,7 @@ func scriptParams(dir string) testscript.Params {
 			"countlines":  cmdCountLines,
 			"exitcode":    cmdExitCode,
 			"waitfile":    cmdWaitFile,
+			"waitgrep":    cmdWaitGrep,
 			"checkreport": cmdCheckReport,
 			"checkdeps":   cmdCheckDeps,
 			"hidetmux":    cmdHideTmux,
@@ -191,6 +193,22 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		_, err := os.Stat(path)
 		return (err == nil) != neg
 	}, "%s to exist: %v", args[0], !neg)
+}
+
+// waitgrep <path> <regexp>: wait until the file's content matches.
+func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 || neg {
+		ts.Fatalf("usage: waitgrep <path> <regexp>")
+	}
+	re, err := regexp.Compile(args[1])
+	if err != nil {
+		ts.Fatalf("waitgrep: %v", err)
+	}
+	path := ts.MkAbs(args[0])
+	eventually.True(ts, 20*time.Second, func() bool {
+		data, err := os.ReadFile(path)
+		return err == nil && re.Match(data)
+	}, "%s to match %q", args[0], args[1])
 }
 
 // checkreport <file> <workers>: in the orch report --json document in file,

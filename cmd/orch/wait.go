@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/spf13/cobra"
 )
@@ -36,13 +37,12 @@ func waitRun(ctx context.Context, o *waitOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	cb, err := orchctl.Wait(ctx, root, o.Timeout)
-	if err != nil {
+	_, err = orchctl.Wait(ctx, root, o.Timeout, func(cb event.Callback) error {
+		if o.JSON {
+			return writeJSON(s.Out, cb)
+		}
+		_, err := fmt.Fprintln(s.Out, cb.Line)
 		return err
-	}
-	if o.JSON {
-		return writeJSON(s.Out, cb)
-	}
-	_, err = fmt.Fprintln(s.Out, cb.Line)
+	})
 	return err
 }

@@ -248,9 +248,11 @@ func Reports(root, name string) ([]Report, error) {
 	return out, nil
 }
 
-// Wait blocks until the lead loop has a callback the lead has not seen,
-// takes it (so the next Wait gets the next one) and returns it.
-func Wait(ctx context.Context, root string, timeout time.Duration) (event.Callback, error) {
+// Wait blocks until the lead loop has a callback the lead has not seen and
+// hands it to deliver (which prints it). Only once deliver has succeeded
+// is the callback taken, so the next Wait gets the next one; when deliver
+// fails (a full disk, a closed pipe), the callback stays for the next Wait.
+func Wait(ctx context.Context, root string, timeout time.Duration, deliver func(event.Callback) error) (event.Callback, error) {
 	var cb event.Callback
 	if !Serving(root) {
 		return cb, fmt.Errorf("wait: %w", ErrNotServing)
@@ -299,6 +301,12 @@ func Wait(ctx context.Context, root string, timeout time.Duration) (event.Callba
 		if cb, err = event.ParseCallback(m.Data()); err != nil {
 			m.Term()
 			return cb, fmt.Errorf("wait: %w", err)
+		}
+		if err := deliver(cb); err != nil {
+			// Given back at once: the next orch wait gets this one again.
+			m.Nak()
+			nc.Flush()
+			return cb, fmt.Errorf("wait: %w: %v (the callback stays for the next orch wait)", ErrNotDelivered, err)
 		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

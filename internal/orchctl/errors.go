@@ -9,6 +9,10 @@ var ErrNoFleet = errors.New("no such worker in the fleet")
 // ErrNotServing means no orch serve is running for the repo.
 var ErrNotServing = errors.New("orch serve is not running for this repo (start it with orch serve)")
 
+// ErrNotDelivered means orch wait could not write the callback out; it
+// was given back to the lead loop for the next orch wait.
+var ErrNotDelivered = errors.New("callback not written")
+
 // ErrTimeout means orch wait saw no callback in time.
 var ErrTimeout = errors.New("no callback")
 
