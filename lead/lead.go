@@ -109,6 +109,9 @@ type Config struct {
 	// Profile, when set, is what Agent resolved to (package agent): each
 	// pane runs its interactive command with its hooks installed.
 	Profile *agent.Profile
+	// TrimEvery is how many events are handled between trims of the
+	// stream (broker.Trim); 0 means DefaultTrimEvery.
+	TrimEvery int
 	// StartTimeout is how long a worker's agent has to reach its prompt
 	// before the lead is told what its screen shows; 0 means
 	// session.DefaultStartTimeout, negative disables the check.
@@ -136,7 +139,11 @@ type Loop struct {
 	b      *broker.Broker
 	prefix string // the broker's subject prefix
 	nc     *nats.Conn
+	js     jetstream.JetStream
 	msgs   chan jetstream.Msg
+	// sinceTrim counts the events handled since the stream was last
+	// trimmed (stream.go).
+	sinceTrim int
 	// sessions is what orch knows of each worker's agent session (package
 	// session): readiness, typing, the hooks' meaning, its deadlines.
 	sessions *session.Sessions
@@ -236,6 +243,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	if cfg.GateTimeout <= 0 {
 		cfg.GateTimeout = gates.DefaultGateTimeout
+	}
+	if cfg.TrimEvery <= 0 {
+		cfg.TrimEvery = DefaultTrimEvery
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
@@ -376,11 +386,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else if n > 0 {
 		l.log.Info("catching up: events delivered but not acknowledged before the last stop come again now", "pending", n)
 	}
-	js, err := jetstream.New(l.nc)
-	if err != nil {
+	if l.js, err = jetstream.New(l.nc); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	pc, err := js.PushConsumer(ctx, broker.StreamName, broker.LeadConsumer)
+	l.trim(ctx)
+	pc, err := l.js.PushConsumer(ctx, broker.StreamName, broker.LeadConsumer)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -418,6 +428,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.handleWaiting(ctx, m)
 			l.runPending()
 			l.schedule(ctx)
+			l.handledOne(ctx)
 		case <-l.wake:
 			l.staggerArmed, l.holdArmed, l.retryArmed = false, false, false
 			l.schedule(ctx)

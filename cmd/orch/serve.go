@@ -26,6 +26,7 @@ type serveOptions struct {
 	Port        int
 	AckTimeout  time.Duration
 	DupeWindow  time.Duration
+	TrimEvery   int
 	GateTimeout time.Duration
 	Stagger     time.Duration
 	Isolation   string
@@ -73,6 +74,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
 	cmd.Flags().DurationVar(&o.DupeWindow, "dupe-window", 0, "how long the broker drops copies of an event id (default 10m); later copies are caught by the lead loop's record")
+	cmd.Flags().IntVar(&o.TrimEvery, "trim-every", lead.DefaultTrimEvery, "remove what is handled from the event stream after this many events, when nothing waits")
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", gates.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
 	cmd.Flags().DurationVar(&o.Stagger, "stagger", 0, "at most one dispatch per this interval, so results do not arrive in one burst (e.g. 2m)")
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
@@ -101,6 +103,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		Port:        o.Port,
 		AckTimeout:  o.AckTimeout,
 		DupeWindow:  o.DupeWindow,
+		TrimEvery:   o.TrimEvery,
 		GateTimeout: o.GateTimeout,
 		Stagger:     o.Stagger,
 		Isolation:   o.Isolation,

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sys/unix"
 
+	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/notify"
@@ -109,18 +111,41 @@ func Doctor(ctx context.Context, dc DoctorConfig) []Check {
 		return out
 	}
 	cfg, err := notify.LeadConfig(od)
+	var nc *nats.Conn
 	if err == nil {
-		var nc *nats.Conn
-		if nc, err = notify.Connect(cfg, "orch-doctor"); err == nil {
-			nc.Close()
-		}
+		nc, err = notify.Connect(cfg, "orch-doctor")
 	}
 	if err != nil {
 		add(Check{Name: "lead loop", Info: fmt.Sprintf("pid %d, broker not reachable: %v", pid, err), Fix: "restart it: orch down, then orch serve"})
-	} else {
-		add(Check{Name: "lead loop", OK: true, Info: fmt.Sprintf("pid %d, broker %s", pid, cfg.URL)})
+		return out
 	}
+	defer nc.Close()
+	add(Check{Name: "lead loop", OK: true, Info: fmt.Sprintf("pid %d, broker %s", pid, cfg.URL)})
+	add(streamCheck(ctx, nc))
 	return out
+}
+
+// streamCheck says how full the event stream is: when it is full, every
+// new event is refused.
+func streamCheck(ctx context.Context, nc *nats.Conn) Check {
+	c := Check{Name: "event stream"}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.Info = err.Error()
+		return c
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u, err := broker.ReadUsage(ctx, js)
+	if err != nil {
+		c.Info, c.Fix = err.Error(), "restart the lead loop: orch down, then orch serve"
+		return c
+	}
+	c.OK, c.Info = !u.Alarm(), u.String()
+	if u.Alarm() {
+		c.Fix = u.Fix()
+	}
+	return c
 }
 
 // tmuxCheck asks tmux for its version: 3.0 or later has the pane options
