@@ -112,6 +112,20 @@ func (r *Repo) Show(ctx context.Context, rev, path string) ([]byte, error) {
 	return out, nil
 }
 
+// ShowCommitted is Show, with exists false (and no error) when rev has no
+// file at path.
+func (r *Repo) ShowCommitted(ctx context.Context, rev, path string) (data []byte, exists bool, err error) {
+	data, err = r.Show(ctx, rev, path)
+	if err == nil {
+		return data, true, nil
+	}
+	out, lerr := r.git(ctx, "ls-tree", "--name-only", rev, "--", path)
+	if lerr == nil && len(strings.TrimSpace(string(out))) == 0 {
+		return nil, false, nil
+	}
+	return nil, false, err
+}
+
 // RecentTrailers maps each value of trailer key, in the last depth commits
 // reachable from HEAD, to the commit that carries it: one git process for
 // any number of lookups.

@@ -17,6 +17,7 @@
 package harvest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -71,6 +72,11 @@ type Harvester struct {
 	cfg   Config
 	mu    sync.Mutex
 	trees map[string]*git.Repo // worktrees by folder, each asked for its identity once
+	// ledger is LEDGER.jsonl as this harvester last committed it (known
+	// says it has been read): a ledger that still starts with it has only
+	// lines appended since, with no need to ask git.
+	ledger      []byte
+	ledgerKnown bool
 }
 
 // New returns a Harvester for cfg.
@@ -279,7 +285,7 @@ func (h *Harvester) Ledger(ctx context.Context, entries []ledger.Entry) ([]ledge
 	var got []ledger.Entry
 	err := h.locked(ctx, func() error {
 		var err error
-		if got, err = ledger.AppendAll(h.cfg.Root, entries); err != nil {
+		if got, err = ledger.AppendAllChecked(h.cfg.Root, entries, func(data []byte) error { return h.appendOnly(ctx, data) }); err != nil {
 			return err
 		}
 		subject := fmt.Sprintf("ledger: %d entries", len(got))
@@ -295,6 +301,11 @@ func (h *Harvester) Ledger(ctx context.Context, entries []ledger.Entry) ([]ledge
 			err = nil // committed before a crash; the redelivery finds it done
 		}
 		h.cfg.Fault("after-ledger-commit")
+		if err == nil {
+			// Unread, it is asked of git next time.
+			data, rerr := ledger.Read(h.cfg.Root)
+			h.ledger, h.ledgerKnown = data, rerr == nil
+		}
 		return err
 	})
 	if err != nil {
@@ -305,6 +316,27 @@ func (h *Harvester) Ledger(ctx context.Context, entries []ledger.Entry) ([]ledge
 		return nil, fmt.Errorf("ledger %s: %w", strings.Join(names, ", "), err)
 	}
 	return got, nil
+}
+
+// appendOnly refuses a ledger whose committed lines were changed by hand
+// and not committed: orch's ledger commit would sweep the change in. Lines
+// appended and not committed (orch's own, before a crash) are kept and
+// committed with the next entry. git is asked only when the ledger does not
+// start with what this harvester last committed (at the start, after a
+// commit of someone else's).
+func (h *Harvester) appendOnly(ctx context.Context, data []byte) error {
+	if h.ledgerKnown && bytes.HasPrefix(data, h.ledger) {
+		return nil
+	}
+	committed, _, err := h.cfg.Repo.ShowCommitted(ctx, "HEAD", ledger.File)
+	if err != nil {
+		return fmt.Errorf("ledger: what HEAD holds: %w", err)
+	}
+	if err := ledger.CheckAppendOnly(committed, data); err != nil {
+		return fmt.Errorf("%w; nothing is appended (the event waits) until you commit the change (git commit %s) or undo it (git checkout -- %s)", err, ledger.File, ledger.File)
+	}
+	h.ledger, h.ledgerKnown = committed, true
+	return nil
 }
 
 // Message is a commit message of orch's: the subject, then (for one event)

@@ -178,7 +178,11 @@ func TestLedger(t *testing.T) {
 	a := &state.Run{Name: "a", Worker: "w1", Status: "ok", Result: "sa", DoneEvent: "e1", DoneTime: time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)}
 	b := &state.Run{Name: "b", Worker: "w2", Status: "ok", Result: "sb", DoneEvent: "e2", DoneTime: time.Date(2026, 12, 3, 10, 0, 1, 0, time.UTC)}
 	entries := []ledger.Entry{Entry(a, &state.Def{}), Entry(b, &state.Def{})}
-	f.Expect("git", []string{"add", "--", ledger.File}, "", nil).
+	// No LEDGER.jsonl in HEAD yet: asked once; the second batch finds the
+	// ledger still starts with what the first committed, and asks nothing.
+	f.Expect("git", []string{"show", "HEAD:" + ledger.File}, "", exit(128)).
+		Expect("git", []string{"ls-tree", "--name-only", "HEAD", "--", ledger.File}, "", nil).
+		Expect("git", []string{"add", "--", ledger.File}, "", nil).
 		Expect("git", []string{"diff", "--cached", "--quiet", "--", ledger.File}, "", exit(1)).
 		Expect("git", ident, "", exit(1)).
 		Expect("git", []string{"-c", "user.name=orch", "-c", "user.email=orch@localhost", "commit", "-q", "--only", "-m",
@@ -196,6 +200,46 @@ func TestLedger(t *testing.T) {
 	again, err := h.Ledger(context.Background(), []ledger.Entry{Entry(a, &state.Def{}), Entry(b, &state.Def{})})
 	if err != nil || len(again) != 2 || again[0].ID != 1 || again[1].ID != 2 {
 		t.Errorf("again = %+v, %v", again, err)
+	}
+}
+
+// A hand edit of a committed ledger line is refused, with nothing written:
+// orch's commit would sweep it in. Lines appended and not committed (orch's
+// own, before a crash) are not an edit.
+func TestLedgerRefusesAnEditedLine(t *testing.T) {
+	f := fake.New(t)
+	h := setup(t, f)
+	committed := `{"type":"entry","id":1,"plan":"a","worker":"w1","status":"ok","commit":"sa","time":"2026-12-03T10:00:00Z","event":"e1"}` + "\n"
+	edited := strings.Replace(committed, `"ok"`, `"great"`, 1)
+	path := filepath.Join(h.cfg.Root, ledger.File)
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &state.Run{Name: "b", Worker: "w2", Status: "ok", Result: "sb", DoneEvent: "e2", DoneTime: time.Date(2026, 12, 3, 10, 0, 1, 0, time.UTC)}
+	f.Expect("git", []string{"show", "HEAD:" + ledger.File}, committed, nil)
+	_, err := h.Ledger(context.Background(), []ledger.Entry{Entry(b, &state.Def{})})
+	if !errors.Is(err, ledger.ErrEdited) || !strings.Contains(err.Error(), "line 1 differs") || !strings.Contains(err.Error(), "git checkout -- LEDGER.jsonl") {
+		t.Fatalf("ledger over an edited line: %v; want ErrEdited naming line 1 and the fix", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != edited {
+		t.Errorf("the refused append wrote to the ledger:\n%s", data)
+	}
+
+	// The committed lines plus orch's own uncommitted append: taken.
+	pending := committed + `{"type":"entry","id":2,"plan":"c","worker":"w1","status":"ok","commit":"sc","time":"2026-12-03T10:00:02Z","event":"e3"}` + "\n"
+	if err := os.WriteFile(path, []byte(pending), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.Expect("git", []string{"show", "HEAD:" + ledger.File}, committed, nil).
+		Expect("git", []string{"add", "--", ledger.File}, "", nil).
+		Expect("git", []string{"diff", "--cached", "--quiet", "--", ledger.File}, "", exit(1)).
+		Expect("git", ident, "", exit(1)).
+		Expect("git", []string{"-c", "user.name=orch", "-c", "user.email=orch@localhost", "commit", "-q", "--only", "-m",
+			"ledger #3: b (ok)\n\nOrch-Ledger-Event: e2\n", "--", ledger.File}, "", nil).
+		Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "l2\n", nil)
+	got, err := h.Ledger(context.Background(), []ledger.Entry{Entry(b, &state.Def{})})
+	if err != nil || len(got) != 1 || got[0].ID != 3 {
+		t.Fatalf("ledger after orch's own pending append: %+v, %v; want entry #3", got, err)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/runner/fake"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/tmux"
 )
 
@@ -103,7 +102,7 @@ func TestHarvestAndDispatchOneSave(t *testing.T) {
 	e := workerEvent(event.Done, "p", "w1", "ok")
 	expectTrailers(gf, "")
 	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
-	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	expectFirstLedger(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1")
 	line, err := fleet.DispatchLine("q", filepath.Join("/bin", "orch-notify"))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +138,7 @@ func TestHarvestSaveFails(t *testing.T) {
 	e := workerEvent(event.Done, "p", "w1", "ok")
 	expectTrailers(gf, "")
 	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
-	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	expectFirstLedger(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1")
 	// Work an earlier event left to start once it is recorded.
 	ran := 0
 	l.after(func() { ran++ })
@@ -247,7 +246,7 @@ func TestHarvestAndDispatchWorktreeTidy(t *testing.T) {
 	gf.In(root)
 	expectTrailers(gf, "")
 	expectCommit(gf, "harvest p: ok\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
-	expectCommit(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	expectFirstLedger(gf, "ledger #1: p (ok)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1")
 	expectPrepare(gf, root, wdir, false)
 	line, err := fleet.DispatchLine("q", filepath.Join("/bin", "orch-notify"))
 	if err != nil {

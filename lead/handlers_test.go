@@ -88,6 +88,14 @@ func expectCommit(f *fake.Runner, msg, sha string, paths ...string) {
 		Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, sha+"\n", nil)
 }
 
+// expectFirstLedger is the first ledger commit of a loop: git is asked
+// what HEAD holds of LEDGER.jsonl (nothing yet) before the append.
+func expectFirstLedger(f *fake.Runner, msg, sha string) {
+	f.Expect("git", []string{"show", "HEAD:" + ledger.File}, "", gitExit(128)).
+		Expect("git", []string{"ls-tree", "--name-only", "HEAD", "--", ledger.File}, "", nil)
+	expectCommit(f, msg, sha, ledger.File)
+}
+
 func expectTrailers(f *fake.Runner, out string) {
 	f.Expect("git", []string{"log", "--ignore-missing", "-n", "200", "--format=%H%x00%(trailers:key=Orch-Event,valueonly,unfold)%x1e", "HEAD", "--"}, out, nil)
 }
@@ -100,7 +108,7 @@ func TestHandleDone(t *testing.T) {
 	e := workerEvent(event.Done, "p", "w1", "tests pass")
 	expectTrailers(f, "")
 	expectCommit(f, "harvest p: tests pass\n\nWorker: w1\nOrch-Event: "+e.ID+"\n", "r1", "plans/p/RESULT.md")
-	expectCommit(f, "ledger #1: p (tests pass)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1", ledger.File)
+	expectFirstLedger(f, "ledger #1: p (tests pass)\n\nOrch-Ledger-Event: "+e.ID+"\n", "l1")
 	hs, err := l.harvestAll(context.Background(), []inbound{inboundOf(e)})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +134,7 @@ func TestHandleDoneBatch(t *testing.T) {
 	f.Expect("git", []string{"status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "plans/p/RESULT.md", "plans/q/RESULT.md"},
 		"?? plans/p/RESULT.md\x00?? plans/q/RESULT.md\x00", nil)
 	expectCommit(f, "harvest 2 plans: p, q\n\nOrch-Event: "+ep.ID+"\nOrch-Event: "+eq.ID+"\n", "r1", "plans/p/RESULT.md", "plans/q/RESULT.md")
-	expectCommit(f, "ledger: 2 entries\n\nOrch-Ledger-Event: "+ep.ID+"\nOrch-Ledger-Event: "+eq.ID+"\n", "l1", ledger.File)
+	expectFirstLedger(f, "ledger: 2 entries\n\nOrch-Ledger-Event: "+ep.ID+"\nOrch-Ledger-Event: "+eq.ID+"\n", "l1")
 	hs, err := l.harvestAll(context.Background(), []inbound{inboundOf(ep), inboundOf(eq)})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +228,7 @@ func TestHandleGated(t *testing.T) {
 			expectTrailers(f, "")
 			expectCommit(f, "gates p: "+tt.status+"\n\nOrch-Event: "+e.ID+"\n", "g1", "plans/p/"+gates.GatesFile)
 			if tt.want == state.PlanDone {
-				expectCommit(f, "ledger #1: p (ok)\n\nOrch-Ledger-Event: d1\n", "l1", ledger.File)
+				expectFirstLedger(f, "ledger #1: p (ok)\n\nOrch-Ledger-Event: d1\n", "l1")
 			}
 			cb, _, err := l.apply(context.Background(), e)
 			if err != nil {

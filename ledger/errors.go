@@ -22,3 +22,8 @@ var ErrNotBet = errors.New("entry is not a bet")
 
 // ErrSettled means the bet already has an outcome.
 var ErrSettled = errors.New("bet already settled")
+
+// ErrEdited means LEDGER.jsonl has an uncommitted change to a line already
+// committed: the ledger is append-only, so orch appends nothing to it
+// until the change is committed or undone.
+var ErrEdited = errors.New("LEDGER.jsonl is edited")

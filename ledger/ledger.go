@@ -179,6 +179,12 @@ func parse(data []byte) ([]Entry, error) {
 // (a batch of harvests). It is Append for each, in order: an entry whose
 // event is already in the ledger is returned as it is.
 func AppendAll(root string, es []Entry) ([]Entry, error) {
+	return AppendAllChecked(root, es, nil)
+}
+
+// AppendAllChecked is AppendAll with check run on the ledger as read,
+// before anything is written: an error from check writes nothing.
+func AppendAllChecked(root string, es []Entry, check func(data []byte) error) ([]Entry, error) {
 	for i := range es {
 		if err := validate(&es[i]); err != nil {
 			return nil, fmt.Errorf("append %s: %w", es[i].Plan, err)
@@ -187,6 +193,11 @@ func AppendAll(root string, es []Entry) ([]Entry, error) {
 	data, err := readLedger(root)
 	if err != nil {
 		return nil, fmt.Errorf("append: %w", err)
+	}
+	if check != nil {
+		if err := check(data); err != nil {
+			return nil, err
+		}
 	}
 	entries, err := parse(data)
 	if err != nil {
@@ -358,6 +369,32 @@ func Find(entries []Entry, id int) (Entry, bool) {
 		}
 	}
 	return Entry{}, false
+}
+
+// Read returns the ledger's bytes as they are on disk (nil when there is
+// no ledger yet).
+func Read(root string) ([]byte, error) { return readLedger(root) }
+
+// CheckAppendOnly says whether current is committed with only lines
+// appended: the ledger is append-only, and a change to a line already
+// committed is refused (ErrEdited) rather than swept into orch's next
+// commit.
+func CheckAppendOnly(committed, current []byte) error {
+	if bytes.HasPrefix(current, committed) {
+		return nil
+	}
+	line := 1 + bytes.Count(current[:commonPrefix(committed, current)], []byte("\n"))
+	return fmt.Errorf("%w: line %d differs from the last commit of %s", ErrEdited, line, File)
+}
+
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 func readLedger(root string) ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -344,5 +345,33 @@ func TestAppendAllSameEventTwiceAndMissingNewline(t *testing.T) {
 	all, err := Load(root)
 	if err != nil || len(all) != 2 {
 		t.Errorf("Load = %d entries, %v; want 2", len(all), err)
+	}
+}
+
+func TestCheckAppendOnly(t *testing.T) {
+	committed := []byte("{\"a\":1}\n{\"b\":2}\n")
+	for _, c := range []struct {
+		name, current string
+		line          int // 0: accepted
+	}{
+		{"unchanged", "{\"a\":1}\n{\"b\":2}\n", 0},
+		{"appended", "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n", 0},
+		{"second line edited", "{\"a\":1}\n{\"b\":9}\n", 2},
+		{"first line edited", "{\"a\":0}\n{\"b\":2}\n", 1},
+		{"truncated", "{\"a\":1}\n", 2},
+	} {
+		err := CheckAppendOnly(committed, []byte(c.current))
+		if c.line == 0 {
+			if err != nil {
+				t.Errorf("%s: %v, want accepted", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrEdited) || !strings.Contains(err.Error(), fmt.Sprintf("line %d differs", c.line)) {
+			t.Errorf("%s: %v, want ErrEdited at line %d", c.name, err, c.line)
+		}
+	}
+	if err := CheckAppendOnly(nil, []byte("{}\n")); err != nil {
+		t.Errorf("a ledger not committed yet: %v", err)
 	}
 }

@@ -332,6 +332,9 @@ func Settle(ctx context.Context, root string, id int, measured float64, outcome 
 	}
 	var e ledger.Entry
 	err = WithGitLock(root, func() error {
+		if err := ledgerAppendOnly(ctx, repo, root); err != nil {
+			return err
+		}
 		var err error
 		if e, err = ledger.Settle(root, id, measured, outcome, now); err != nil {
 			return err
@@ -343,6 +346,24 @@ func Settle(ctx context.Context, root string, id int, measured float64, outcome 
 		return e, fmt.Errorf("settle #%d: %w", id, err)
 	}
 	return e, nil
+}
+
+// ledgerAppendOnly refuses to write the ledger while a line already
+// committed is changed and not committed: the commit of what orch appends
+// would sweep the change in.
+func ledgerAppendOnly(ctx context.Context, repo *git.Repo, root string) error {
+	data, err := ledger.Read(root)
+	if err != nil {
+		return err
+	}
+	committed, _, err := repo.ShowCommitted(ctx, "HEAD", ledger.File)
+	if err != nil {
+		return err
+	}
+	if err := ledger.CheckAppendOnly(committed, data); err != nil {
+		return fmt.Errorf("%w; nothing written: commit the change (git commit %s) or undo it (git checkout -- %s), then run this again", err, ledger.File, ledger.File)
+	}
+	return nil
 }
 
 // CheckResult is what orch ledger check did with one bet.
@@ -378,6 +399,9 @@ func CheckBets(ctx context.Context, root string, now func() time.Time) ([]CheckR
 		}
 		v, why := gates.Measure(root, cmdline)
 		err := WithGitLock(root, func() error {
+			if err := ledgerAppendOnly(ctx, repo, root); err != nil {
+				return err
+			}
 			var msg string
 			if v == nil {
 				if _, err := ledger.RecordCheckFailure(root, e.ID, why, now()); err != nil {
