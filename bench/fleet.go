@@ -212,7 +212,7 @@ func (s *scratchLead) prepDone(ctx context.Context) error {
 		return err
 	}
 	s.tap.drain()
-	if _, err := orchctl.Dispatch(ctx, s.root, benchPlan, benchWorker); err != nil {
+	if _, err := orchctl.Dispatch(ctx, s.root, benchPlan, benchWorker, 0); err != nil {
 		return err
 	}
 	r, err := s.tap.waitFor(ctx, 15*time.Second, "dispatched", func(r logRec) bool {

@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	fmt.Fprintf(o.Out, "\nwatch the fleet: tmux -L %s attach -t %s\n\n", socket, tmux.SessionName(o.Dir))
 	for _, p := range demoPlans {
-		if _, err := orchctl.Dispatch(ctx, o.Dir, p.name, ""); err != nil {
+		if _, err := orchctl.Dispatch(ctx, o.Dir, p.name, "", orchctl.DefaultVerdictWait); err != nil {
 			return err
 		}
 	}

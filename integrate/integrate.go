@@ -516,7 +516,7 @@ func (in *integration) record(s Step) Step {
 	default:
 		status = "failed: " + s.Reason
 	}
-	res, err := orchctl.SendCommand(in.root, event.New(event.Integrated, s.Plan, status, "", ""))
+	res, err := orchctl.SendCommand(in.root, event.New(event.Integrated, s.Plan, status, "", ""), 0)
 	if err != nil {
 		s.Reason = strings.TrimSpace(s.Reason + "; not recorded: " + err.Error())
 	}

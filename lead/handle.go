@@ -91,8 +91,33 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 		// The effect is committed and recorded; a redelivery will be a no-op.
 		l.log.Warn("ack", "event", e.ID, "err", err)
 	}
+	l.answer(e)
 	l.runPending()
 	l.handOver(ctx, next)
+}
+
+// answer tells whoever sent a command (orch dispatch, orch verify) what it
+// came to, once that is recorded. Nobody may be listening (the sender gave
+// up, or the command was spooled): the answer is not kept, the record is.
+func (l *Loop) answer(e event.Event) {
+	if e.Kind != event.Dispatch && e.Kind != event.Verify {
+		return
+	}
+	h := l.st.Handled[e.ID]
+	if h == nil {
+		return
+	}
+	v := event.Verdict{Event: e.ID, Kind: e.Kind, Plan: e.Plan, Refused: h.Refused, Note: h.Note}
+	if v.Note == "" {
+		v.Note = "done"
+	}
+	data, err := json.Marshal(v)
+	if err == nil {
+		err = l.nc.Publish(event.VerdictSubject(l.prefix, e.ID), data)
+	}
+	if err != nil {
+		l.log.Warn("verdict not sent", "kind", e.Kind, "plan", e.Plan, "event", e.ID, "err", err)
+	}
 }
 
 // apply gives an event its effect exactly once, records it as handled (in
@@ -153,7 +178,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	if n.Kind == state.Ignored {
 		l.log.Info(n.Text, "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "event", e.ID)
 	}
-	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: n.Text}
+	l.st.Handled[e.ID] = &state.Handled{Kind: string(e.Kind), Plan: e.Plan, Time: l.cfg.Now().UTC(), Callback: cb, Note: n.Text, Refused: n.Kind == state.Refused}
 	return cb, false, nil
 }
 

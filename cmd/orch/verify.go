@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ type verifyOptions struct {
 	Name   string
 	Rounds int
 	JSON   bool
+	Wait   time.Duration
 }
 
 func newVerifyCmd(s streams) *cobra.Command {
@@ -35,6 +37,7 @@ func newVerifyCmd(s streams) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.Rounds, "rounds", 1, "1 (audit) or 3 (audit, refute, confirm)")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	cmd.Flags().DurationVar(&o.Wait, "wait", orchctl.DefaultVerdictWait, "how long to wait for the lead loop's verdict (a refusal exits 1); 0: do not wait")
 	return cmd
 }
 
@@ -43,17 +46,13 @@ func verifyRun(ctx context.Context, o *verifyOptions, s streams) error {
 	if err != nil {
 		return err
 	}
-	res, err := orchctl.Verify(ctx, root, o.Name, o.Rounds)
+	res, err := orchctl.Verify(ctx, root, o.Name, o.Rounds, o.Wait)
 	if err != nil {
 		return err
 	}
 	if o.JSON {
 		return writeJSON(s.Out, res)
 	}
-	fmt.Fprintf(s.Out, "verification of %s asked (%d round(s))", o.Name, o.Rounds)
-	if res.Spooled {
-		fmt.Fprint(s.Out, " (spooled: orch serve is not running)")
-	}
-	fmt.Fprintln(s.Out)
+	fmt.Fprintln(s.Out, commandLine(fmt.Sprintf("verification of %s asked (%d round(s))", o.Name, o.Rounds), res, o.Wait))
 	return nil
 }

@@ -184,8 +184,9 @@ func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
 
 // Dispatch asks the lead loop to queue a plan. The plan and its graph are
 // checked first; if orch serve is not running, the command is spooled and
-// takes effect when it starts.
-func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error) {
+// takes effect when it starts. Otherwise it waits up to wait for the loop's
+// verdict (SendCommand): a refusal is an error.
+func Dispatch(ctx context.Context, root, name, to string, wait time.Duration) (DispatchResult, error) {
 	res := DispatchResult{Plan: name}
 	if err := plans.ValidateName(name); err != nil {
 		return res, err
@@ -203,12 +204,13 @@ func Dispatch(ctx context.Context, root, name, to string) (DispatchResult, error
 	if err := plans.CheckGraph(all); err != nil {
 		return res, fmt.Errorf("dispatch %s: %w", name, err)
 	}
-	return SendCommand(root, event.New(event.Dispatch, name, "", to, ""))
+	return SendCommand(root, event.New(event.Dispatch, name, "", to, ""), wait)
 }
 
 // Verify asks the lead loop to have the plan's claims verified by workers
-// other than its author, in 1 or 3 rounds.
-func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult, error) {
+// other than its author, in 1 or 3 rounds, and waits for its verdict like
+// Dispatch.
+func Verify(ctx context.Context, root, name string, rounds int, wait time.Duration) (DispatchResult, error) {
 	res := DispatchResult{Plan: name}
 	if err := plans.ValidateName(name); err != nil {
 		return res, err
@@ -219,7 +221,7 @@ func Verify(ctx context.Context, root, name string, rounds int) (DispatchResult,
 	if _, err := plans.Load(root, name); err != nil {
 		return res, fmt.Errorf("verify %s: %w", name, err)
 	}
-	return SendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""))
+	return SendCommand(root, event.New(event.Verify, name, fmt.Sprint(rounds), "", ""), wait)
 }
 
 // Report is one plan's verification matrix, for orch report.

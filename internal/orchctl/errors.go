@@ -21,3 +21,7 @@ var ErrBadRounds = errors.New("bad number of rounds")
 
 // ErrNotVerified means a plan has no verification to report.
 var ErrNotVerified = errors.New("plan has not been put to verification")
+
+// ErrRefused means the lead loop refused a command; the error carries its
+// reason.
+var ErrRefused = errors.New("refused by the lead loop")

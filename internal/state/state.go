@@ -169,6 +169,8 @@ type Handled struct {
 	// under the same message id, which the broker drops as a copy.
 	Published bool   `json:"published,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// Refused says the event was refused (the note says why).
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Rejection is an event the lead loop refused, kept for orch status.
