@@ -143,13 +143,19 @@ func (h *Harvester) Collect(ctx context.Context, it Item, skip []string) (Collec
 				return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 			}
 		}
-		if data, err := plans.ReadResult(it.Dir, e.Plan, MaxResult); err == nil {
+		data, err := plans.ReadResult(it.Dir, e.Plan, MaxResult)
+		if err == nil {
 			if err := fleet.WriteIn(h.cfg.Root, plans.RelResultPath(e.Plan), data, 0o644); err != nil {
 				return Collected{}, fmt.Errorf("collect %s: %w", e.Plan, err)
 			}
 			return Collected{Result: data, Tidy: tidy}, nil
 		}
-		// No usable RESULT.md in the worktree: the repo's copy (an earlier
+		if !errors.Is(err, plans.ErrNoResult) {
+			// There, but not usable (too large, a symlink): that is the
+			// problem, whatever the repo holds.
+			return Collected{Problem: fmt.Sprintf("reported done (%s) but %s", e.Status, ResultProblem(e.Plan, err)), Tidy: tidy}, nil
+		}
+		// No RESULT.md in the worktree: the repo's copy (an earlier
 		// harvest's) says what is wrong, below.
 	}
 	data, err := plans.ReadResult(h.cfg.Root, e.Plan, MaxResult)

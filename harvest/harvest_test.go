@@ -280,3 +280,36 @@ func TestMessage(t *testing.T) {
 		t.Errorf("SubjectLine = %q", got)
 	}
 }
+
+// A RESULT.md in the worktree that is there but not usable is reported as
+// what it is (too large, a symlink), never as missing.
+func TestCollectWorktreeUnusableResult(t *testing.T) {
+	f := fake.New(t)
+	h := setup(t, f)
+	wt := filepath.Join(h.cfg.Root, ".orch", "worktrees", "w1")
+	status := []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}
+	big := filepath.Join(wt, "plans", "a", "RESULT.md")
+	if err := os.MkdirAll(filepath.Dir(big), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, make([]byte, MaxResult+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.In(wt).Expect("git", status, "# branch.oid 1\x00# branch.head orch/other\x00", nil)
+	c, err := h.Collect(context.Background(), Item{Event: done("a", "w1", "e1"), Dir: wt}, nil)
+	if err != nil || !strings.Contains(c.Problem, "plans/a/RESULT.md is too large") {
+		t.Errorf("a RESULT.md over the limit: %+v, %v; want it reported too large", c, err)
+	}
+	link := filepath.Join(wt, "plans", "b", "RESULT.md")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", link); err != nil {
+		t.Fatal(err)
+	}
+	f.In(wt).Expect("git", status, "# branch.oid 1\x00# branch.head orch/other\x00", nil)
+	c, err = h.Collect(context.Background(), Item{Event: done("b", "w1", "e2"), Dir: wt}, nil)
+	if err != nil || !strings.Contains(c.Problem, "plans/b/RESULT.md is a symlink") {
+		t.Errorf("a symlinked RESULT.md: %+v, %v; want it reported a symlink", c, err)
+	}
+}

@@ -370,40 +370,68 @@ func Load(root, name string) (*Plan, error) {
 // folders are skipped; a folder with a bad name, or a symlink, is an error.
 // A missing plans/ folder means no plans.
 func LoadAll(root string) (map[string]*Plan, error) {
+	all, bad, err := LoadEach(root)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return nil, bad[0]
+	}
+	return all, nil
+}
+
+// BadFolder is a folder of plans/ that is not a plan orch can use (a
+// symlink, a bad name, a PLAN.md that does not parse), and why.
+type BadFolder struct {
+	Name string // the folder's name under plans/
+	Err  error
+}
+
+func (b BadFolder) Error() string { return "load plans: " + b.Err.Error() }
+func (b BadFolder) Unwrap() error { return b.Err }
+
+// LoadEach loads every plan folder under root/plans that it can, and names
+// each one it cannot, with the reason: one broken folder fails only
+// itself. err is for plans/ itself (a symlink, unreadable).
+func LoadEach(root string) (map[string]*Plan, []BadFolder, error) {
 	dir := filepath.Join(root, Dir)
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]*Plan{}, nil
+		return map[string]*Plan{}, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load plans: %w", err)
+		return nil, nil, fmt.Errorf("load plans: %w", err)
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("load plans: %s/ %w", Dir, ErrSymlink)
+		return nil, nil, fmt.Errorf("load plans: %s/ %w", Dir, ErrSymlink)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("load plans: %w", err)
+		return nil, nil, fmt.Errorf("load plans: %w", err)
 	}
 	all := make(map[string]*Plan, len(entries))
+	var bad []BadFolder
 	for _, e := range entries {
 		rel := path.Join(Dir, e.Name())
 		if e.Type()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("load plans: %s %w", rel, ErrSymlink)
+			bad = append(bad, BadFolder{e.Name(), fmt.Errorf("%s %w", rel, ErrSymlink)})
+			continue
 		}
 		if !e.IsDir() {
 			continue
 		}
 		if err := ValidateName(e.Name()); err != nil {
-			return nil, fmt.Errorf("load plans: folder %s: %w", rel, err)
+			bad = append(bad, BadFolder{e.Name(), fmt.Errorf("folder %s: %w", rel, err)})
+			continue
 		}
 		p, err := Load(root, e.Name())
 		if err != nil {
-			return nil, fmt.Errorf("load plans: %w", err)
+			bad = append(bad, BadFolder{e.Name(), err})
+			continue
 		}
 		all[e.Name()] = p
 	}
-	return all, nil
+	return all, bad, nil
 }
 
 // CheckGraph checks that every depends_on names a plan in all

@@ -153,9 +153,9 @@ func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
 	if err := p.Validate(); err != nil {
 		return "", err
 	}
-	all, err := plans.LoadAll(root)
+	all, err := loadForGraph(root, p.Name)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("plan new %s: %w", p.Name, err)
 	}
 	if _, ok := all[p.Name]; ok {
 		return "", fmt.Errorf("plan new %s: %w", p.Name, plans.ErrPlanExists)
@@ -182,6 +182,26 @@ func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
 	return sha, nil
 }
 
+// loadForGraph loads the plans for a dependency check about the plan
+// name: a broken folder of another plan counts as a plan without
+// dependencies (it is reported by orch status, and fails only itself); a
+// broken folder of name is the error.
+func loadForGraph(root, name string) (map[string]*plans.Plan, error) {
+	all, bad, err := plans.LoadEach(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		if b.Name == name {
+			return nil, b.Err
+		}
+		if _, ok := all[b.Name]; !ok && plans.ValidateName(b.Name) == nil {
+			all[b.Name] = &plans.Plan{Name: b.Name}
+		}
+	}
+	return all, nil
+}
+
 // Dispatch asks the lead loop to queue a plan. The plan and its graph are
 // checked first; if orch serve is not running, the command is spooled and
 // takes effect when it starts. Otherwise it waits up to wait for the loop's
@@ -194,7 +214,7 @@ func Dispatch(ctx context.Context, root, name, to string, wait time.Duration) (D
 	if to != "" && !event.ValidWorker(to) {
 		return res, fmt.Errorf("dispatch %s: %w: --to %q is not a worker id like w1", name, ErrNoFleet, to)
 	}
-	all, err := plans.LoadAll(root)
+	all, err := loadForGraph(root, name)
 	if err != nil {
 		return res, fmt.Errorf("dispatch %s: %w", name, err)
 	}

@@ -54,10 +54,15 @@ func Status(root string) (StatusView, error) {
 	if st.Workers != nil {
 		v.Workers = st.Workers
 	}
-	defs, err := plans.LoadAll(root)
+	defs, bad, err := plans.LoadEach(root)
 	if err != nil {
 		v.Problems = append(v.Problems, err.Error())
 		defs = map[string]*plans.Plan{}
+	}
+	broken := map[string]bool{}
+	for _, b := range bad {
+		v.Problems = append(v.Problems, b.Err.Error())
+		broken[b.Name] = true
 	}
 	names := map[string]bool{}
 	for n := range defs {
@@ -84,7 +89,7 @@ func Status(root string) (StatusView, error) {
 			if pv.State == state.PlanQueued {
 				pv.Waiting = waiting(st, d)
 			}
-		} else {
+		} else if !broken[n] && err == nil {
 			v.Problems = append(v.Problems, fmt.Sprintf("plan %s is recorded but plans/%s/PLAN.md is gone", n, n))
 		}
 		v.Plans = append(v.Plans, pv)
