@@ -57,8 +57,16 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 		return nil, state.Ignoring(fmt.Sprintf("pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane))
 	}
 	if w.State == state.WorkerDead {
+		delete(l.paneEnded, e.Pane) // its second report; the id may come back for a new pane
 		return nil, state.Ignoring("already dead")
 	}
+	// Anyone with the worker key can publish a died: it is taken only for
+	// a pane this loop saw end (its pidfd), or one tmux no longer shows as
+	// the worker's live pane. A forged one would run the plan twice.
+	if !l.paneEnded[e.Pane] && l.fleet.PaneAlive(w) {
+		return nil, l.refuse(e, fmt.Sprintf("pane %s of %s is alive: a died event is taken only for a pane that has ended", e.Pane, w.ID))
+	}
+	delete(l.paneEnded, e.Pane)
 	now := l.cfg.Now().UTC()
 	reason := e.Status
 	if reason == "" {

@@ -54,6 +54,7 @@ func (l *Loop) reportLost() {
 // so it is handled (and recorded) like one from the tmux hook; the second of
 // the two reports finds the worker dead already.
 func (l *Loop) reportDeath(d fleet.Death) {
+	l.paneEnded[d.Pane] = true
 	e := l.record(event.Died, event.NewID(), "", d.Worker, fmt.Sprintf("pane %s exited (process %d)", d.Pane, d.PID))
 	e.Pane = d.Pane
 	if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {

@@ -144,6 +144,9 @@ type Loop struct {
 	// sinceTrim counts the events handled since the stream was last
 	// trimmed (stream.go).
 	sinceTrim int
+	// paneEnded holds the panes whose process this loop saw end (a
+	// pidfd): their died records need no look at tmux.
+	paneEnded map[string]bool
 	// sessions is what orch knows of each worker's agent session (package
 	// session): readiness, typing, the hooks' meaning, its deadlines.
 	sessions *session.Sessions
@@ -248,7 +251,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.TrimEvery = DefaultTrimEvery
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		stopped: make(chan struct{}), wake: make(chan struct{}, 1)}
+		stopped: make(chan struct{}), wake: make(chan struct{}, 1), paneEnded: map[string]bool{}}
 	defer close(l.stopped)
 	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
