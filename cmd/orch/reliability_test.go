@@ -46,7 +46,7 @@ func cmdKillWorker(ts *testscript.TestScript, neg bool, args []string) {
 		if w.ID != args[0] {
 			continue
 		}
-		out, err := exec.Command("tmux", "-L", ts.Getenv("ORCH_TMUX_SOCKET"), "display-message", "-p", "-t", w.Pane, "#{pane_pid}").Output()
+		out, err := tmuxCmd(ts, "display-message", "-p", "-t", w.Pane, "#{pane_pid}").Output()
 		ts.Check(err)
 		pid, err := strconv.Atoi(string(out[:len(out)-1]))
 		ts.Check(err)
@@ -155,4 +155,42 @@ func cmdDeadPID(ts *testscript.TestScript, neg bool, args []string) {
 		st, err := os.ReadFile("/proc/" + pid + "/stat")
 		return err != nil || strings.Contains(string(st), ") Z ")
 	}, "gate process %s to be gone", pid)
+}
+
+// TestScriptsIgnoreCallerTmux runs a tmux script with TMUX_TMPDIR and TMUX
+// set in the caller's environment: the script and this process's helpers
+// still meet on the script's own server, and nothing is left in the
+// caller's tmux directory.
+func TestScriptsIgnoreCallerTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if requireTmux() {
+			t.Fatal("tmux is not installed and ORCH_REQUIRE_TMUX=1: install tmux (apt-get install -y tmux)")
+		}
+		t.Skip("tmux not installed")
+	}
+	callers, err := os.MkdirTemp("/tmp", "orch-caller-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMUX_TMPDIR", callers)
+	t.Setenv("TMUX", filepath.Join(callers, "default")+",1,0")
+	// After the script (it runs as a parallel subtest, once this returns).
+	t.Cleanup(func() {
+		defer os.RemoveAll(callers)
+		var left []string
+		filepath.WalkDir(callers, func(path string, d os.DirEntry, err error) error {
+			if err == nil && path != callers {
+				left = append(left, path)
+			}
+			return nil
+		})
+		if len(left) > 0 {
+			t.Errorf("left in the caller's TMUX_TMPDIR: %v", left)
+		}
+	})
+	p := scriptParams("testdata/reliability")
+	p.Cmds["killworker"] = cmdKillWorker
+	p.Cmds["waitworker"] = cmdWaitWorker
+	p.Dir, p.Files = "", []string{"testdata/reliability/pane_died.txtar"}
+	testscript.Run(t, p)
 }

@@ -36,6 +36,25 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// tmuxCommand runs tmux from this process with the given TMUX_TMPDIR and
+// no TMUX, as the script's processes run it.
+func tmuxCommand(tmuxDir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("tmux", args...)
+	env := []string{"TMUX_TMPDIR=" + tmuxDir}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TMUX_TMPDIR=") && !strings.HasPrefix(kv, "TMUX=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	return cmd
+}
+
+// tmuxCmd is tmuxCommand for a script: its TMUX_TMPDIR, its socket.
+func tmuxCmd(ts *testscript.TestScript, args ...string) *exec.Cmd {
+	return tmuxCommand(ts.Getenv("TMUX_TMPDIR"), append([]string{"-L", ts.Getenv("ORCH_TMUX_SOCKET")}, args...)...)
+}
+
 // requireTmux is true in CI: a missing tmux fails the tmux scripts instead
 // of skipping them.
 func requireTmux() bool { return os.Getenv("ORCH_REQUIRE_TMUX") == "1" }
@@ -58,13 +77,26 @@ func scriptParams(dir string) testscript.Params {
 			rand.Read(b[:])
 			sock := "orchts-" + hex.EncodeToString(b[:])
 			env.Setenv("ORCH_TMUX_SOCKET", sock)
+			// tmux finds its socket under TMUX_TMPDIR: the script's processes
+			// and this process's helpers (tmuxCmd) use one directory of the
+			// script's own, whatever the caller has set. Under /tmp, so the
+			// socket path stays short.
+			tmuxDir, err := os.MkdirTemp("/tmp", "orcht-")
+			if err != nil {
+				return err
+			}
+			env.Setenv("TMUX_TMPDIR", tmuxDir)
+			env.Setenv("TMUX", "")
 			env.Setenv("HOME", env.WorkDir)
 			env.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 			env.Setenv("GIT_AUTHOR_NAME", "test")
 			env.Setenv("GIT_AUTHOR_EMAIL", "test@example.com")
 			env.Setenv("GIT_COMMITTER_NAME", "test")
 			env.Setenv("GIT_COMMITTER_EMAIL", "test@example.com")
-			env.Defer(func() { exec.Command("tmux", "-L", sock, "kill-server").Run() })
+			env.Defer(func() {
+				tmuxCommand(tmuxDir, "-L", sock, "kill-server").Run()
+				os.RemoveAll(tmuxDir)
+			})
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

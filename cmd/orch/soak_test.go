@@ -44,8 +44,15 @@ func TestSoak(t *testing.T) {
 	var b [6]byte
 	rand.Read(b[:])
 	socket := "orchsoak-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { exec.Command("tmux", "-L", socket, "kill-server").Run() })
-	env := append(os.Environ(), "ORCH_TMUX_SOCKET="+socket, "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(),
+	tmuxDir, err := os.MkdirTemp("/tmp", "orcht-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tmuxCommand(tmuxDir, "-L", socket, "kill-server").Run()
+		os.RemoveAll(tmuxDir)
+	})
+	env := append(tmuxCommand(tmuxDir).Env, "ORCH_TMUX_SOCKET="+socket, "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir(),
 		"GIT_AUTHOR_NAME=soak", "GIT_AUTHOR_EMAIL=soak@example.com", "GIT_COMMITTER_NAME=soak", "GIT_COMMITTER_EMAIL=soak@example.com")
 	sh := func(name string, args ...string) string {
 		t.Helper()
