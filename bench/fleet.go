@@ -194,7 +194,7 @@ func (s *scratchLead) notifyEnv() []string {
 func workerEnv(url, orchDir, worker, prefix string) []string {
 	return append(cleanEnv(),
 		"ORCH_URL="+url,
-		"ORCH_CREDS="+filepath.Join(orchDir, orchdir.Creds, orchdir.WorkerCreds),
+		"ORCH_CREDS="+orchdir.WorkerKey(orchDir, worker),
 		"ORCH_WORKER="+worker,
 		"ORCH_DIR="+orchDir,
 		"ORCH_PREFIX="+prefix,

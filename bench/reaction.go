@@ -163,11 +163,11 @@ func reaction(ctx context.Context, o options, notifyBin, dir string) (reactionRe
 	if err := lc.Flush(); err != nil {
 		return res, err
 	}
-	seed, err := os.ReadFile(filepath.Join(sl.orchDir, orchdir.Creds, orchdir.WorkerCreds))
+	seed, err := os.ReadFile(orchdir.WorkerKey(sl.orchDir, benchWorker))
 	if err != nil {
 		return res, err
 	}
-	wc, err := notify.Connect(notify.Config{URL: sl.url, Seed: bytes.TrimSpace(seed), Inbox: event.WorkerInbox, Timeout: 3 * time.Second}, "bench-worker")
+	wc, err := notify.Connect(notify.Config{URL: sl.url, Seed: bytes.TrimSpace(seed), Inbox: event.WorkerInboxOf(benchWorker), Timeout: 3 * time.Second}, "bench-worker")
 	if err != nil {
 		return res, err
 	}

@@ -54,10 +54,10 @@ func bareServer(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := broker.EnsureCreds(dir); err != nil {
+	if err := broker.EnsureCreds(dir, benchWorker); err != nil {
 		return err
 	}
-	b, err := broker.Start(context.Background(), broker.Config{Dir: dir})
+	b, err := broker.Start(context.Background(), broker.Config{Dir: dir, Workers: []string{benchWorker}})
 	if err != nil {
 		return err
 	}

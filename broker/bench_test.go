@@ -48,7 +48,7 @@ func BenchmarkPublishAcked(b *testing.B) {
 // acknowledgement, close.
 func BenchmarkSend(b *testing.B) {
 	_, dir := startBroker(b)
-	cfg, err := notify.WorkerConfig(func(string) string { return "" }, filepath.Dir(dir))
+	cfg, err := notify.WorkerConfig(func(k string) string { return map[string]string{"ORCH_WORKER": "w1"}[k] }, filepath.Dir(dir))
 	if err != nil {
 		b.Fatal(err)
 	}

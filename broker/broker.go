@@ -2,16 +2,17 @@
 // JetStream storing the repo's events under .orch/.
 //
 // How the pieces fit: orch serve calls Start, which loads (or creates) one
-// NKey per role in .orch/creds/ (mode 0600), starts nats-server bound to
-// 127.0.0.1, makes sure the event stream and the lead's consumers exist, and
-// writes broker.json so workers and the orch CLI can find it. Workers hold
-// the worker key, which may publish events and nothing else. The lead loop
+// NKey for the lead and one per worker in .orch/creds/ (mode 0600), starts
+// nats-server bound to 127.0.0.1, makes sure the event stream and the
+// lead's consumers exist, and writes broker.json so workers and the orch
+// CLI can find it. Each worker holds its own key, which may publish events
+// on subjects carrying its id and nothing else. The lead loop
 // talks to the server in-process; the orch CLI (dispatch, wait) connects
 // over loopback with the lead key.
 //
 // The stream (one per repo) keeps three kinds of subject under a prefix:
 //
-//	<prefix>.ev.<kind>    worker events (started, done, blocked)
+//	<prefix>.ev.<wN>.<kind>  worker events (started, done, blocked), by worker
 //	<prefix>.cmd.<kind>   the lead's commands (dispatch)
 //	<prefix>.cb.<kind>    callbacks for the lead, produced by the lead loop after it handled an event
 //
@@ -27,9 +28,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -75,7 +78,10 @@ type Config struct {
 	// copies; 0 means DupeWindow. Copies arriving later are caught by the
 	// lead loop's own record of handled ids.
 	DupeWindow time.Duration
-	Logger     *slog.Logger
+	// Workers are the worker ids that get a credential of their own
+	// (creds/workers/<id>.nk, made when missing).
+	Workers []string
+	Logger  *slog.Logger
 }
 
 // Broker is a running embedded server.
@@ -84,6 +90,7 @@ type Broker struct {
 	srv    *server.Server
 	url    string
 	leadKP nkeys.KeyPair
+	keys   roleKeys
 }
 
 // Start starts the server and makes sure the stream and consumers exist. It
@@ -107,7 +114,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	keys, err := loadKeys(cfg.Dir)
+	keys, err := loadKeys(cfg.Dir, cfg.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", ErrNotReady)
 	}
-	b := &Broker{cfg: cfg, srv: srv, url: srv.ClientURL(), leadKP: keys.lead}
+	b := &Broker{cfg: cfg, srv: srv, url: srv.ClientURL(), leadKP: keys.lead, keys: keys}
 	if err := b.setup(ctx); err != nil {
 		b.Shutdown()
 		return nil, err
@@ -331,21 +338,32 @@ func WaitDeliver(prefix string) string { return prefix + ".deliver.wait" }
 // CallbackSubject is where the lead loop publishes a callback of a kind.
 func CallbackSubject(prefix, kind string) string { return prefix + ".cb." + kind }
 
-// users gives each role its NKey and permissions. The worker may publish
-// events and receive the replies to its own publishes; it cannot read
+// users gives the lead and each worker its NKey and permissions. A worker
+// may publish events on the subjects that carry its own id and receive the
+// replies to its own publishes; it cannot speak for another worker, read
 // events, consume, or touch the JetStream API.
 func users(k roleKeys, prefix string) []*server.NkeyUser {
-	return []*server.NkeyUser{
+	out := []*server.NkeyUser{
 		{Nkey: k.leadPub, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{">"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
 		}},
-		{Nkey: k.workerPub, Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{prefix + ".ev.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{event.WorkerInbox + ".>"}},
-		}},
 	}
+	for _, id := range slices.Sorted(maps.Keys(k.workers)) {
+		out = append(out, &server.NkeyUser{Nkey: k.workers[id], Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{event.WorkerSubjects(prefix, id)}},
+			Subscribe: &server.SubjectPermission{Allow: []string{event.WorkerInboxOf(id) + ".>"}},
+		}})
+	}
+	return out
 }
+
+// WorkerKey is the public key of worker id's credential, "" if the
+// broker has none for it.
+func (b *Broker) WorkerKey(id string) string { return b.keys.workers[id] }
+
+// LeadKey is the public key of the lead's credential.
+func (b *Broker) LeadKey() string { return b.keys.leadPub }
 
 func writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")

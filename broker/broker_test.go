@@ -23,7 +23,7 @@ func startBroker(t testing.TB) (*Broker, string) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Start(context.Background(), Config{Dir: dir})
+	b, err := Start(context.Background(), Config{Dir: dir, Workers: []string{"w1", "w2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +33,9 @@ func startBroker(t testing.TB) (*Broker, string) {
 
 func TestCredentialFilesArePrivate(t *testing.T) {
 	_, dir := startBroker(t)
-	for _, name := range []string{orchdir.LeadCreds, orchdir.WorkerCreds} {
-		fi, err := os.Stat(filepath.Join(dir, orchdir.Creds, name))
+	for _, path := range []string{filepath.Join(dir, orchdir.Creds, orchdir.LeadCreds), orchdir.WorkerKey(dir, "w1"), orchdir.WorkerKey(dir, "w2")} {
+		name := filepath.Base(path)
+		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,13 +54,13 @@ func TestCredentialFilesArePrivate(t *testing.T) {
 
 func TestRefusesWorldReadableSeed(t *testing.T) {
 	dir := t.TempDir()
-	if err := EnsureCreds(dir); err != nil {
+	if err := EnsureCreds(dir, "w1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Join(dir, orchdir.Creds, orchdir.WorkerCreds), 0o644); err != nil {
+	if err := os.Chmod(orchdir.WorkerKey(dir, "w1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureCreds(dir); !errors.Is(err, ErrCredsMode) {
+	if err := EnsureCreds(dir, "w1"); !errors.Is(err, ErrCredsMode) {
 		t.Errorf("EnsureCreds with a 0644 seed = %v, want ErrCredsMode", err)
 	}
 }
@@ -85,7 +86,7 @@ func TestUnauthenticatedClientRefused(t *testing.T) {
 
 func workerConn(t testing.TB, dir string) *nats.Conn {
 	t.Helper()
-	cfg, err := notify.WorkerConfig(func(string) string { return "" }, filepath.Dir(dir))
+	cfg, err := notify.WorkerConfig(func(k string) string { return map[string]string{"ORCH_WORKER": "w1"}[k] }, filepath.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestWorkerCanPublishEventsAndGetsAck(t *testing.T) {
 // the stream's acknowledgement on its own reply subject.
 func TestSendIsAckedOnce(t *testing.T) {
 	_, dir := startBroker(t)
-	cfg, err := notify.WorkerConfig(func(string) string { return "" }, filepath.Dir(dir))
+	cfg, err := notify.WorkerConfig(func(k string) string { return map[string]string{"ORCH_WORKER": "w1"}[k] }, filepath.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,8 @@ func TestSendIsAckedOnce(t *testing.T) {
 	}
 }
 
-// A worker must not read the lead's deliveries, consume, or change the stream.
+// A worker must not read the lead's deliveries, consume, change the stream,
+// or speak for another worker.
 func TestWorkerRoleIsPublishOnly(t *testing.T) {
 	b, dir := startBroker(t)
 	cases := []struct {
@@ -194,6 +196,28 @@ func TestWorkerRoleIsPublishOnly(t *testing.T) {
 			_, err := nc.Request(CallbackSubject(b.Prefix(), "done"), []byte("{}"), time.Second)
 			return err
 		}},
+		{"publish as another worker", func(nc *nats.Conn) error {
+			e := event.New(event.Done, "p1", "ok", "w2", "h")
+			_, _, err := notify.PublishOn(nc, b.Prefix(), e, time.Second)
+			return err
+		}},
+		{"publish on the old shared subject", func(nc *nats.Conn) error {
+			_, err := nc.Request(b.Prefix()+".ev.done", []byte("{}"), time.Second)
+			return err
+		}},
+		{"read another worker's replies", func(nc *nats.Conn) error {
+			_, err := nc.SubscribeSync(event.WorkerInboxOf("w2") + ".>")
+			if err != nil {
+				return err
+			}
+			return nc.Flush()
+		}},
+		{"answer a command for the lead", func(nc *nats.Conn) error {
+			if err := nc.Publish(event.VerdictSubject(b.Prefix(), "0123456789abcdef"), []byte("{}")); err != nil {
+				return err
+			}
+			return nc.Flush()
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,7 +251,7 @@ func TestWorkerRoleIsPublishOnly(t *testing.T) {
 func TestRestartKeepsPortAndEvents(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), ".orch")
 	os.MkdirAll(dir, 0o700)
-	b, err := Start(context.Background(), Config{Dir: dir})
+	b, err := Start(context.Background(), Config{Dir: dir, Workers: []string{"w1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +262,7 @@ func TestRestartKeepsPortAndEvents(t *testing.T) {
 	}
 	nc.Close()
 	b.Shutdown()
-	b2, err := Start(context.Background(), Config{Dir: dir})
+	b2, err := Start(context.Background(), Config{Dir: dir, Workers: []string{"w1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,48 +5,71 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
 
 type roleKeys struct {
-	lead, worker       nkeys.KeyPair
-	leadPub, workerPub string
+	lead    nkeys.KeyPair
+	leadPub string
+	// workers maps each worker id to its public key.
+	workers map[string]string
 }
 
-// EnsureCreds creates any missing role key under dir/creds. orch init calls
-// it so the files exist before the first serve.
-func EnsureCreds(dir string) error {
-	_, err := loadKeys(dir)
+// EnsureCreds creates any missing key under dir/creds: the lead's, and
+// each named worker's. orch init calls it so the lead's exists before the
+// first serve.
+func EnsureCreds(dir string, workers ...string) error {
+	_, err := loadKeys(dir, workers)
 	return err
 }
 
-// loadKeys loads the role keys from dir/creds, creating any that is
-// missing. Seeds are written with mode 0600 in a 0700 directory; a seed file
-// readable by others is refused rather than used.
-func loadKeys(dir string) (roleKeys, error) {
-	var k roleKeys
+// loadKeys loads the lead's key and each worker's from dir/creds (the named
+// ones and every one made before), creating any that is missing. Seeds are written with mode 0600 in 0700
+// directories; a seed file readable by others is refused rather than used.
+func loadKeys(dir string, workers []string) (roleKeys, error) {
+	k := roleKeys{workers: map[string]string{}}
 	cdir := filepath.Join(dir, orchdir.Creds)
-	if err := os.MkdirAll(cdir, 0o700); err != nil {
-		return k, fmt.Errorf("credentials: %w", err)
-	}
-	if err := os.Chmod(cdir, 0o700); err != nil {
-		return k, fmt.Errorf("credentials: %w", err)
+	for _, d := range []string{cdir, filepath.Join(cdir, orchdir.WorkerKeys)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return k, fmt.Errorf("credentials: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return k, fmt.Errorf("credentials: %w", err)
+		}
 	}
 	var err error
 	if k.lead, err = loadOrCreate(filepath.Join(cdir, orchdir.LeadCreds)); err != nil {
 		return k, err
 	}
-	if k.worker, err = loadOrCreate(filepath.Join(cdir, orchdir.WorkerCreds)); err != nil {
-		return k, err
-	}
 	if k.leadPub, err = k.lead.PublicKey(); err != nil {
 		return k, err
 	}
-	if k.workerPub, err = k.worker.PublicKey(); err != nil {
-		return k, err
+	// Every worker key already made is taken too: a worker of an earlier
+	// start may still run (its pane kept) with it.
+	if ents, err := os.ReadDir(filepath.Join(cdir, orchdir.WorkerKeys)); err == nil {
+		for _, de := range ents {
+			if id, ok := strings.CutSuffix(de.Name(), ".nk"); ok && event.ValidWorker(id) && !slices.Contains(workers, id) {
+				workers = append(workers, id)
+			}
+		}
+	}
+	for _, id := range workers {
+		if !event.ValidWorker(id) {
+			return k, fmt.Errorf("credentials: %q is not a worker id like w1", id)
+		}
+		kp, err := loadOrCreate(orchdir.WorkerKey(dir, id))
+		if err != nil {
+			return k, err
+		}
+		if k.workers[id], err = kp.PublicKey(); err != nil {
+			return k, err
+		}
 	}
 	return k, nil
 }

@@ -96,13 +96,50 @@ const DefaultPrefix = "orch"
 // subjects a worker may subscribe to (to receive its publish acks).
 const WorkerInbox = "_W"
 
-// Subject is where an event of this kind is published under prefix.
-func Subject(prefix string, k Kind) string {
-	if k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared {
-		return prefix + ".cmd." + string(k)
+// Subject is where e is published under prefix: a command on its kind's
+// subject, a worker event on one that carries its worker's id, which only
+// that worker's credential may publish on.
+func Subject(prefix string, e Event) string {
+	if IsCommand(e.Kind) {
+		return prefix + ".cmd." + string(e.Kind)
 	}
-	return prefix + ".ev." + string(k)
+	w := e.Worker
+	if w == "" {
+		w = NoWorker
+	}
+	return prefix + ".ev." + w + "." + string(e.Kind)
 }
+
+// IsCommand says whether events of kind k are the lead's own (its
+// commands and records), which no worker may send.
+func IsCommand(k Kind) bool {
+	return k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared
+}
+
+// NoWorker stands for the worker in the subject of an event that names
+// none (refused by the lead loop; no worker's credential may send it).
+const NoWorker = "_"
+
+// SubjectWorker is the worker a worker event's subject names (the worker
+// whose credential sent it), or "" if subject is not a worker event's.
+func SubjectWorker(prefix, subject string) string {
+	rest, ok := strings.CutPrefix(subject, prefix+".ev.")
+	if !ok {
+		return ""
+	}
+	w, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return w
+}
+
+// WorkerSubjects is what worker id may publish: events on subjects that
+// carry its own id.
+func WorkerSubjects(prefix, id string) string { return prefix + ".ev." + id + ".>" }
+
+// WorkerInboxOf is the reply-subject prefix of worker id.
+func WorkerInboxOf(id string) string { return WorkerInbox + "." + id }
 
 // Marshal encodes the event as one line of JSON.
 func (e Event) Marshal() []byte {

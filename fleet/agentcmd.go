@@ -78,7 +78,7 @@ func (f *Fleet) headlessCommand(id, prompt string) (string, map[string]string, e
 func (f *Fleet) workerEnv(id string) map[string]string {
 	env := map[string]string{
 		"ORCH_URL":    f.cfg.BrokerURL,
-		"ORCH_CREDS":  filepath.Join(f.cfg.OrchDir, orchdir.Creds, orchdir.WorkerCreds),
+		"ORCH_CREDS":  orchdir.WorkerKey(f.cfg.OrchDir, id), // its own key: it may speak only for itself
 		"ORCH_WORKER": id,
 		"ORCH_DIR":    f.cfg.OrchDir,
 		// With ORCH_URL and ORCH_PREFIX both given, orch-notify need not

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -229,8 +230,10 @@ func (f *Fleet) setDeathHook(ctx context.Context, session string) error {
 	}
 	// tmux expands the #{...} formats for the pane that died; the single
 	// quotes keep tmux from expanding anything else.
-	sh := fmt.Sprintf(`ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_PANE="#{pane_id}" "%s" died "pane #{pane_id} exited with #{?pane_dead_signal,signal #{pane_dead_signal},status #{pane_dead_status}}"`,
-		f.cfg.OrchDir, tmux.WorkerOption, notifyBin)
+	// The hook runs in the session's environment, which carries the first
+	// pane's ORCH_CREDS: the dead pane's worker key is named here.
+	sh := fmt.Sprintf(`ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_CREDS="%s" ORCH_PANE="#{pane_id}" "%s" died "pane #{pane_id} exited with #{?pane_dead_signal,signal #{pane_dead_signal},status #{pane_dead_status}}"`,
+		f.cfg.OrchDir, tmux.WorkerOption, orchdir.WorkerKey(f.cfg.OrchDir, "#{"+tmux.WorkerOption+"}"), notifyBin)
 	for _, hook := range []string{"pane-died", "pane-exited"} {
 		if err := f.tmux.SetHook(ctx, session, hook, "run-shell -b '"+sh+"'"); err != nil {
 			return err

@@ -35,8 +35,8 @@ func TestUpReadoptsPanes(t *testing.T) {
 	f.Expect("tmux", tmuxArgs("list-panes", "-s", "-t", "="+session+":", "-F", "#{pane_id}\t#{pane_title}\t#{pane_dead}\t#{pane_pid}\t#{pane_index}\t#{"+tmux.WorkerOption+"}\t#{pane_current_command}"),
 		fmt.Sprintf("%%7\tw1\t0\t%d\t0\tw1\tsleep\n%%3\tw1\t1\t1\t1\tw1\tsh\n", sleeper.Process.Pid), nil)
 	f.Expect("tmux", tmuxArgs("kill-pane", "-t", "%3"), "", nil)
-	hook := fmt.Sprintf(`run-shell -b 'ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_PANE="#{pane_id}" "orch-notify" died "pane #{pane_id} exited with #{?pane_dead_signal,signal #{pane_dead_signal},status #{pane_dead_status}}"'`,
-		fl.cfg.OrchDir, tmux.WorkerOption)
+	hook := fmt.Sprintf(`run-shell -b 'ORCH_DIR="%s" ORCH_WORKER="#{%s}" ORCH_CREDS="%s/creds/workers/#{%s}.nk" ORCH_PANE="#{pane_id}" "orch-notify" died "pane #{pane_id} exited with #{?pane_dead_signal,signal #{pane_dead_signal},status #{pane_dead_status}}"'`,
+		fl.cfg.OrchDir, tmux.WorkerOption, fl.cfg.OrchDir, tmux.WorkerOption)
 	f.Expect("tmux", tmuxArgs("set-hook", "-t", "="+session+":", "pane-died", hook), "", nil)
 	f.Expect("tmux", tmuxArgs("set-hook", "-t", "="+session+":", "pane-exited", hook), "", nil)
 

@@ -147,7 +147,7 @@ func TestHarvestSaveFails(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(stateFile, "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	m := &msg{subject: event.Subject(event.DefaultPrefix, event.Done)}
+	m := &msg{subject: event.Subject(event.DefaultPrefix, e)}
 	l.prefix = event.DefaultPrefix
 	in := inbound{m: m, e: e}
 	l.harvestDone(context.Background(), []inbound{in})

@@ -91,7 +91,7 @@ func (l *Loop) handleWaiting(ctx context.Context, m jetstream.Msg) {
 
 // isDone says whether in is a well-formed done event on its own subject.
 func (l *Loop) isDone(in inbound) bool {
-	return in.err == nil && in.e.Kind == event.Done && in.m.Subject() == event.Subject(l.prefix, in.e.Kind)
+	return in.err == nil && in.e.Kind == event.Done && in.m.Subject() == event.Subject(l.prefix, in.e)
 }
 
 func (l *Loop) handledAlready(in inbound) bool {

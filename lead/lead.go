@@ -55,8 +55,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -311,7 +313,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	l.st.Prune(cfg.Now())
-	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Logger: l.log})
+	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: workerIDs(cfg.Workers, l.st), Logger: l.log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -465,6 +467,19 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.ingestSpool()
 		}
 	}
+}
+
+// workerIDs are the workers that get a credential: the n of this start
+// (w1..wn) and every one the record knows (their panes may still run).
+func workerIDs(n int, st *state.State) []string {
+	ids := map[string]bool{}
+	for i := 1; i <= n; i++ {
+		ids[fmt.Sprintf("w%d", i)] = true
+	}
+	for _, w := range st.Workers {
+		ids[w.ID] = true
+	}
+	return slices.Sorted(maps.Keys(ids))
 }
 
 // newSessions makes the agents' sessions on the loop's fleet; what only

@@ -38,6 +38,10 @@ func startLoop(t *testing.T) (root string) {
 	if _, err := orchctl.NewPlan(ctx, root, &plans.Plan{Name: "p", Body: "x\n"}); err != nil {
 		t.Fatal(err)
 	}
+	// No fleet: w1's key is made by hand, for the tests to send as w1.
+	if err := broker.EnsureCreds(orchdir.Of(root), "w1"); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
@@ -58,7 +62,7 @@ func startLoop(t *testing.T) (root string) {
 
 func workerConn(t *testing.T, root string) (*nats.Conn, notify.Config) {
 	t.Helper()
-	cfg, err := notify.WorkerConfig(func(string) string { return "" }, root)
+	cfg, err := notify.WorkerConfig(func(k string) string { return map[string]string{"ORCH_WORKER": "w1"}[k] }, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +80,7 @@ func TestWorkerCannotDispatch(t *testing.T) {
 	root := startLoop(t)
 	nc, cfg := workerConn(t, root)
 	e := event.New(event.Dispatch, "p", "", "w1", "h")
-	msg := nats.NewMsg(cfg.Prefix + ".ev.dispatch")
+	msg := nats.NewMsg(cfg.Prefix + ".ev.w1.dispatch")
 	msg.Header.Set(nats.MsgIdHdr, e.ID)
 	msg.Data = e.Marshal()
 	if _, _, err := notify.PublishMsg(nc, msg, 2*time.Second); err != nil {
@@ -92,6 +96,28 @@ func TestWorkerCannotDispatch(t *testing.T) {
 	}
 }
 
+// The worker is the one whose key sent the event (its subject), not the
+// one the payload names: w1 claiming to be w2 is refused, and says so.
+func TestSubjectNamesTheWorker(t *testing.T) {
+	root := startLoop(t)
+	nc, cfg := workerConn(t, root)
+	e := event.New(event.Done, "p", "ok", "w2", "h")
+	msg := nats.NewMsg(cfg.Prefix + ".ev.w1.done")
+	msg.Header.Set(nats.MsgIdHdr, e.ID)
+	msg.Data = e.Marshal()
+	if _, _, err := notify.PublishMsg(nc, msg, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 5*time.Second, func() bool {
+		st, err := state.Load(orchdir.Of(root))
+		return err == nil && len(st.Rejected) == 1
+	}, "the event to be refused")
+	st, _ := state.Load(orchdir.Of(root))
+	if want := `sent with w1's credential, but it names worker "w2"`; !strings.Contains(st.Rejected[0].Reason, want) {
+		t.Errorf("reason %q, want it to contain %q", st.Rejected[0].Reason, want)
+	}
+}
+
 // A worker pointing a publish's reply at the lead's delivery subject must
 // not feed the lead loop a message that is not a delivery.
 func TestReplyToDeliverySubjectIsDropped(t *testing.T) {
@@ -100,7 +126,7 @@ func TestReplyToDeliverySubjectIsDropped(t *testing.T) {
 	// The worker may not even send it there: its publish permission covers
 	// events only, and the reply (the broker's ack) is what would land.
 	e := event.New(event.Started, "p", "", "w1", "h")
-	msg := nats.NewMsg(event.Subject(cfg.Prefix, e.Kind))
+	msg := nats.NewMsg(event.Subject(cfg.Prefix, e))
 	msg.Reply = broker.LeadDeliver(cfg.Prefix)
 	msg.Data = e.Marshal()
 	if err := nc.PublishMsg(msg); err != nil {

@@ -227,7 +227,7 @@ func TestHookSpoolsWhenNoBroker(t *testing.T) {
 	env := func(k string) string {
 		switch k {
 		case "ORCH_WORKER":
-			return "w2"
+			return "w1"
 		case "ORCH_DIR":
 			return filepath.Join(root, orchdir.Name)
 		case "ORCH_NOTIFY_TIMEOUT":
@@ -244,7 +244,7 @@ func TestHookSpoolsWhenNoBroker(t *testing.T) {
 	if err != nil || len(bad) != 0 || len(events) != 1 {
 		t.Fatalf("spool: %v, %v, %v; want one event", events, bad, err)
 	}
-	if e := events[0].Event; e.Kind != event.NeedsInput || e.Worker != "w2" || e.Status != "May I?" || e.Plan != "" {
+	if e := events[0].Event; e.Kind != event.NeedsInput || e.Worker != "w1" || e.Status != "May I?" || e.Plan != "" {
 		t.Errorf("spooled %+v", e)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -115,12 +116,19 @@ func ReadEndpoint(orchDir string) (orchdir.Endpoint, error) {
 	return ep, nil
 }
 
-// WorkerConfig builds the worker role's config. The environment wins:
-// ORCH_URL with ORCH_TOKEN (the seed itself) or ORCH_CREDS (a file holding
-// it), ORCH_PREFIX, ORCH_SPOOL. What it does not give is read from the .orch
-// directory found from cwd (or named by ORCH_DIR).
+// WorkerConfig builds the config of the worker ORCH_WORKER names. The
+// environment wins: ORCH_URL with ORCH_TOKEN (the seed itself) or
+// ORCH_CREDS (a file holding it), ORCH_PREFIX, ORCH_SPOOL. What it does not
+// give is read from the .orch directory found from cwd (or named by
+// ORCH_DIR): the broker's endpoint, and the worker's own key,
+// creds/workers/<wN>.nk.
 func WorkerConfig(env Env, cwd string) (Config, error) {
-	cfg := Config{Inbox: event.WorkerInbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL")}
+	worker := env("ORCH_WORKER")
+	inbox := event.WorkerInbox
+	if event.ValidWorker(worker) {
+		inbox = event.WorkerInboxOf(worker)
+	}
+	cfg := Config{Inbox: inbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL")}
 	if d, err := time.ParseDuration(env("ORCH_NOTIFY_TIMEOUT")); err == nil && d > 0 {
 		cfg.Timeout = d
 	}
@@ -150,14 +158,20 @@ func WorkerConfig(env Env, cwd string) (Config, error) {
 	switch {
 	case env("ORCH_TOKEN") != "":
 		cfg.Seed = []byte(strings.TrimSpace(env("ORCH_TOKEN")))
-	case env("ORCH_CREDS") != "":
+	case env("ORCH_CREDS") != "" && !legacyShared(env("ORCH_CREDS")):
 		seed, err := readSeed(env("ORCH_CREDS"))
 		if err != nil {
 			return cfg, err
 		}
 		cfg.Seed = seed
 	case orchDir != "":
-		seed, err := readSeed(filepath.Join(orchDir, orchdir.Creds, orchdir.WorkerCreds))
+		// Each worker has a key of its own; a pane started by an orch from
+		// before per-worker keys still names the old shared file in
+		// ORCH_CREDS, and is given its own key the same way.
+		if !event.ValidWorker(worker) {
+			return cfg, fmt.Errorf("%w: ORCH_WORKER is not set to a worker id like w1: orch-notify sends as one worker, with its key %s", ErrNoCreds, orchdir.WorkerKey(orchDir, "<wN>"))
+		}
+		seed, err := readSeed(orchdir.WorkerKey(orchDir, worker))
 		if err != nil {
 			return cfg, err
 		}
@@ -169,6 +183,13 @@ func WorkerConfig(env Env, cwd string) (Config, error) {
 		return cfg, fmt.Errorf("%w: no ORCH_URL and no .orch directory to spool into", ErrNoBroker)
 	}
 	return cfg, nil
+}
+
+// legacyShared says whether path is the worker seed all workers shared
+// before each had its own (.orch/creds/worker.nk): the broker takes it no
+// more.
+func legacyShared(path string) bool {
+	return filepath.Base(path) == orchdir.WorkerCreds && filepath.Base(filepath.Dir(path)) == orchdir.Creds
 }
 
 // LeadConfig builds the lead role's config from an .orch directory, for the
@@ -311,12 +332,33 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
 	}
+	// A publish on a subject this credential may not use (another
+	// worker's) is answered by an asynchronous -ERR, not a reply: it ends
+	// the wait at once, and is a refusal, never a reason to spool.
+	var denied error
+	var mu sync.Mutex
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			mu.Lock()
+			denied = err
+			mu.Unlock()
+			sub.Unsubscribe()
+		}
+	})
 	msg := eventMsg(cfg.Prefix, e)
 	msg.Reply = reply
 	if err := nc.PublishMsg(msg); err != nil {
 		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
 	}
 	ack, err := sub.NextMsg(time.Until(deadline))
+	mu.Lock()
+	if denied != nil {
+		err = denied
+	}
+	mu.Unlock()
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		return 0, false, fmt.Errorf("%w: it may not send on %s (ORCH_WORKER=%s with another worker's key?): %v", ErrRefusedCreds, msg.Subject, e.Worker, err)
+	}
 	if err == nil && len(ack.Data) == 0 && ack.Header.Get("Status") == "503" {
 		err = nats.ErrNoResponders // what RequestMsg makes of the server's no-responders status
 	}
@@ -327,7 +369,7 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 // the message id, so the broker drops a second copy inside its duplicate
 // window.
 func eventMsg(prefix string, e event.Event) *nats.Msg {
-	msg := nats.NewMsg(event.Subject(prefix, e.Kind))
+	msg := nats.NewMsg(event.Subject(prefix, e))
 	msg.Header.Set(nats.MsgIdHdr, e.ID)
 	msg.Data = e.Marshal()
 	return msg

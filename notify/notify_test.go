@@ -38,8 +38,8 @@ func repoWithOrch(t *testing.T) string {
 	gitRun(t, root, "commit", "-qm", "c")
 	kp, _ := nkeys.CreateUser()
 	seed, _ := kp.Seed()
-	os.MkdirAll(filepath.Join(root, orchdir.Name, orchdir.Creds), 0o700)
-	os.WriteFile(filepath.Join(root, orchdir.Name, orchdir.Creds, orchdir.WorkerCreds), seed, 0o600)
+	os.MkdirAll(filepath.Join(root, orchdir.Name, orchdir.Creds, orchdir.WorkerKeys), 0o700)
+	os.WriteFile(orchdir.WorkerKey(filepath.Join(root, orchdir.Name), "w1"), seed, 0o600)
 	return root
 }
 
@@ -70,11 +70,11 @@ func TestWorkerConfigPrecedence(t *testing.T) {
 	od := filepath.Join(root, orchdir.Name)
 	os.WriteFile(filepath.Join(od, orchdir.Broker), []byte(`{"url":"nats://127.0.0.1:4999","prefix":"orch"}`), 0o600)
 
-	cfg, err := WorkerConfig(envOf(nil), root)
+	cfg, err := WorkerConfig(envOf(map[string]string{"ORCH_WORKER": "w1"}), root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.URL != "nats://127.0.0.1:4999" || cfg.SpoolDir != filepath.Join(od, orchdir.Spool) || len(cfg.Seed) == 0 || cfg.Inbox != event.WorkerInbox {
+	if cfg.URL != "nats://127.0.0.1:4999" || cfg.SpoolDir != filepath.Join(od, orchdir.Spool) || len(cfg.Seed) == 0 || cfg.Inbox != "_W.w1" {
 		t.Errorf("from .orch: %+v", cfg)
 	}
 	kp, _ := nkeys.CreateUser()
@@ -86,14 +86,24 @@ func TestWorkerConfigPrecedence(t *testing.T) {
 	if cfg.URL != "nats://10.0.0.1:4222" || string(cfg.Seed) != string(seed) || cfg.SpoolDir != "/tmp/sp" {
 		t.Errorf("env must win: %+v", cfg)
 	}
-	if _, err := WorkerConfig(envOf(nil), t.TempDir()); err == nil {
+	if _, err := WorkerConfig(envOf(map[string]string{"ORCH_WORKER": "w1"}), t.TempDir()); err == nil {
 		t.Error("outside a repo with no ORCH_URL: want an error")
+	}
+	// Without a worker id there is no key to send with.
+	if _, err := WorkerConfig(envOf(nil), root); !errors.Is(err, ErrNoCreds) || !strings.Contains(err.Error(), "ORCH_WORKER is not set") {
+		t.Errorf("no ORCH_WORKER: %v, want ErrNoCreds naming ORCH_WORKER", err)
+	}
+	// A pane of an orch from before per-worker keys names the old shared
+	// seed: it is given its own key.
+	cfg, err = WorkerConfig(envOf(map[string]string{"ORCH_WORKER": "w1", "ORCH_CREDS": filepath.Join(od, orchdir.Creds, orchdir.WorkerCreds)}), root)
+	if err != nil || len(cfg.Seed) == 0 {
+		t.Errorf("legacy ORCH_CREDS: %+v, %v; want w1's own key", cfg, err)
 	}
 }
 
 func TestSendSpoolsWhenBrokerUnreachable(t *testing.T) {
 	root := repoWithOrch(t)
-	cfg, err := WorkerConfig(envOf(map[string]string{"ORCH_URL": "nats://127.0.0.1:1"}), root)
+	cfg, err := WorkerConfig(envOf(map[string]string{"ORCH_URL": "nats://127.0.0.1:1", "ORCH_WORKER": "w1"}), root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -48,7 +47,7 @@ func run(dir string, n int, pause time.Duration) error {
 	if err != nil {
 		return err
 	}
-	seed, err := os.ReadFile(filepath.Join(dir, orchdir.Creds, orchdir.WorkerCreds))
+	seed, err := os.ReadFile(orchdir.WorkerKey(dir, "w1"))
 	if err != nil {
 		return err
 	}
@@ -61,7 +60,7 @@ func run(dir string, n int, pause time.Duration) error {
 		return err
 	}
 	addr := strings.TrimPrefix(ep.URL, "nats://")
-	subject := event.Subject(ep.Prefix, event.Done)
+	subject := event.Subject(ep.Prefix, event.Event{Kind: event.Done, Worker: "w1"})
 	phases := []string{"dial -> INFO", "CONNECT+PING -> PONG", "SUB+HPUB -> PubAck", "all three"}
 	d := make([][]time.Duration, len(phases))
 	for i := 0; i < n; i++ {
@@ -94,7 +93,7 @@ func run(dir string, n int, pause time.Duration) error {
 		e := event.New(event.Done, "probe", "ok", "w1", "wireprobe")
 		body := e.Marshal()
 		hdr := "NATS/1.0\r\nNats-Msg-Id: " + e.ID + "\r\n\r\n"
-		fmt.Fprintf(c, "SUB _W.probe 1\r\nHPUB %s _W.probe %d %d\r\n%s%s\r\n", subject, len(hdr), len(hdr)+len(body), hdr, body)
+		fmt.Fprintf(c, "SUB _W.w1.probe 1\r\nHPUB %s _W.w1.probe %d %d\r\n%s%s\r\n", subject, len(hdr), len(hdr)+len(body), hdr, body)
 		if err := readUntil(br, "MSG", "HMSG"); err != nil {
 			return err
 		}

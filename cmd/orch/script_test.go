@@ -17,6 +17,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/internal/orchdir"
@@ -34,6 +35,16 @@ func TestMain(m *testing.M) {
 		},
 		"orch-notify": func() { os.Exit(notify.Main(os.Args[1:], os.Getenv, os.Stderr)) },
 	})
+}
+
+// workerkey <wN>...: make the workers' keys in the repo's .orch/, as
+// orch serve does for the workers it starts: for scripts that send as a
+// worker before any orch serve ran.
+func cmdWorkerKey(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 0 {
+		ts.Fatalf("usage: workerkey <wN>...")
+	}
+	ts.Check(broker.EnsureCreds(orchdir.Of(ts.MkAbs(".")), args...))
 }
 
 // tmuxCommand runs tmux from this process with the given TMUX_TMPDIR and
@@ -118,6 +129,7 @@ func scriptParams(dir string) testscript.Params {
 			"exitcode":    cmdExitCode,
 			"waitfile":    cmdWaitFile,
 			"waitgrep":    cmdWaitGrep,
+			"workerkey":   cmdWorkerKey,
 			"checkreport": cmdCheckReport,
 			"checkdeps":   cmdCheckDeps,
 			"hidetmux":    cmdHideTmux,

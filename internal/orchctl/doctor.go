@@ -93,16 +93,21 @@ func Doctor(ctx context.Context, dc DoctorConfig) []Check {
 		return out
 	}
 	add(Check{Name: "repo", OK: true, Info: root})
-	for _, f := range []string{orchdir.LeadCreds, orchdir.WorkerCreds} {
-		p := filepath.Join(od, orchdir.Creds, f)
+	keys := []string{filepath.Join(od, orchdir.Creds, orchdir.LeadCreds)}
+	workerKeys, _ := filepath.Glob(filepath.Join(od, orchdir.Creds, orchdir.WorkerKeys, "*.nk"))
+	for _, p := range append(keys, workerKeys...) {
+		name := "credentials " + filepath.Base(p)
+		if p != keys[0] {
+			name = "credentials " + orchdir.WorkerKeys + "/" + filepath.Base(p)
+		}
 		fi, err := os.Stat(p)
 		switch {
 		case err != nil:
-			add(Check{Name: "credentials " + f, Fix: "run orch init (or orch serve) to create it"})
+			add(Check{Name: name, Fix: "run orch init (or orch serve) to create it"})
 		case fi.Mode().Perm()&0o077 != 0:
-			add(Check{Name: "credentials " + f, Info: fmt.Sprintf("mode %o", fi.Mode().Perm()), Fix: "chmod 600 " + p})
+			add(Check{Name: name, Info: fmt.Sprintf("mode %o", fi.Mode().Perm()), Fix: "chmod 600 " + p})
 		default:
-			add(Check{Name: "credentials " + f, OK: true, Info: "mode 600"})
+			add(Check{Name: name, OK: true, Info: "mode 600"})
 		}
 	}
 	pid := ServePID(root)

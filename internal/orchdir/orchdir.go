@@ -17,7 +17,8 @@ const Name = ".orch"
 const (
 	Broker        = "broker.json" // where the running broker can be reached (Endpoint)
 	Creds         = "creds"       // NKey seeds, one file per role
-	WorkerCreds   = "worker.nk"   // in Creds: the worker role's seed
+	WorkerCreds   = "worker.nk"   // in Creds: the shared worker seed of orch before per-worker keys (unused)
+	WorkerKeys    = "workers"     // in Creds: one seed per worker, <wN>.nk
 	LeadCreds     = "lead.nk"     // in Creds: the lead role's seed
 	Spool         = "spool"       // events written while the broker was unreachable
 	State         = "state.json"  // orch serve's record; only orch serve writes it
@@ -32,6 +33,9 @@ const (
 	IntegrateLock = "integrate.lock"
 	Agents        = "agents" // per-worker agent configuration, agents/<wN>/
 )
+
+// WorkerKey is the path of worker id's seed in the .orch directory dir.
+func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerKeys, id+".nk") }
 
 // PrivateDirs are the folders of .orch/ no worker has any business writing:
 // everything but the worktrees they work in.
