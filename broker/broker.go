@@ -365,6 +365,21 @@ func (b *Broker) WorkerKey(id string) string { return b.keys.workers[id] }
 // LeadKey is the public key of the lead's credential.
 func (b *Broker) LeadKey() string { return b.keys.leadPub }
 
+// SpoolSigner signs the lead's spool files (its records, when the broker
+// does not take them) with the lead's key.
+func (b *Broker) SpoolSigner() event.SpoolSigner {
+	return event.SpoolSigner{By: event.LeadSigner, Sign: b.leadKP.Sign}
+}
+
+// SignerKey is the public key a spool file signed by by must verify with:
+// the lead's, or a worker's this broker knows; "" for anyone else.
+func (b *Broker) SignerKey(by string) string {
+	if by == event.LeadSigner {
+		return b.keys.leadPub
+	}
+	return b.keys.workers[by]
+}
+
 func writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

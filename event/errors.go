@@ -17,3 +17,12 @@ var ErrBadPlanName = errors.New("invalid")
 // spool makes: not a regular file (a FIFO, a device, a symlink), or
 // larger than any event. It is never read.
 var ErrBadSpoolFile = errors.New("not a spooled event")
+
+// ErrUnsigned means a spool file holds no signed event: written by hand,
+// or by an orch-notify from before spool files were signed. It is never
+// taken.
+var ErrUnsigned = errors.New("spool file not signed")
+
+// ErrBadSignature means a spool file's signature is not its signer's: the
+// event was changed after it was signed, or signed with another key.
+var ErrBadSignature = errors.New("bad spool signature")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nats-io/nkeys"
 )
 
 func TestClean(t *testing.T) {
@@ -99,14 +101,25 @@ func TestValidWorker(t *testing.T) {
 	}
 }
 
+func testSigner(t *testing.T, by string) (SpoolSigner, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	return SpoolSigner{By: by, Sign: kp.Sign}, pub
+}
+
 func TestSpoolRoundTripOldestFirst(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "spool")
+	sg, pub := testSigner(t, "w1")
 	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var ids []string
 	for i, off := range []int{3, 1, 2} {
 		e := New(Done, "p", "s", "w1", "h")
 		e.Time = base.Add(time.Duration(off) * time.Second)
-		if _, err := WriteSpool(dir, e); err != nil {
+		if _, err := WriteSpool(dir, e, sg); err != nil {
 			t.Fatal(err)
 		}
 		_ = i
@@ -127,9 +140,71 @@ func TestSpoolRoundTripOldestFirst(t *testing.T) {
 		if s.Event.ID != want[i] {
 			t.Errorf("position %d: %s, want %s", i, s.Event.ID, want[i])
 		}
+		if err := s.Verify(pub); s.By != "w1" || err != nil {
+			t.Errorf("position %d: signed by %q, verify: %v", i, s.By, err)
+		}
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("spool dir mode: %v %v, want 0700", fi.Mode().Perm(), err)
+	}
+}
+
+// A spool file proves who wrote it: changed after signing, signed with
+// another key, or not signed at all, it is refused with its own error.
+func TestSpoolSignature(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	sg, pub := testSigner(t, "w1")
+	_, otherPub := testSigner(t, "w2")
+	e := New(Done, "p", "ok", "w1", "h")
+	path, err := WriteSpool(dir, e, sg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadSpoolFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Verify(pub); err != nil {
+		t.Errorf("its own key: %v", err)
+	}
+	if err := s.Verify(otherPub); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("another key: %v, want ErrBadSignature", err)
+	}
+	data, _ := os.ReadFile(path)
+	edited := strings.Replace(string(data), `\"status\":\"ok\"`, `\"status\":\"OK\"`, 1)
+	edited = strings.Replace(edited, `"status":"ok"`, `"status":"OK"`, 1)
+	if edited == string(data) {
+		t.Fatalf("the test did not change the file: %s", data)
+	}
+	os.WriteFile(path, []byte(edited), 0o600)
+	if s, err := ReadSpoolFile(path); err != nil {
+		t.Fatal(err)
+	} else if err := s.Verify(pub); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("edited: %v, want ErrBadSignature", err)
+	}
+	os.WriteFile(path, append(e.Marshal(), '\n'), 0o600)
+	if _, err := ReadSpoolFile(path); !errors.Is(err, ErrUnsigned) || !strings.Contains(err.Error(), "a bare event") {
+		t.Errorf("bare event: %v, want ErrUnsigned naming a bare event", err)
+	}
+	if _, err := WriteSpool(dir, e, SpoolSigner{}); !errors.Is(err, ErrNotKept) {
+		t.Errorf("no signer: %v, want ErrNotKept", err)
+	}
+}
+
+// A name set aside before is kept; the newcomer gets a numbered name.
+func TestSetAsideKeepsEarlier(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.json")
+	for _, body := range []string{"one", "two"} {
+		os.WriteFile(path, []byte(body), 0o600)
+		if _, err := SetAside(path, errors.New("why "+body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{"x.json": "one", "x.json.2": "two", "x.json.2.why": "why two\n"} {
+		if got, _ := os.ReadFile(filepath.Join(dir, Rejected, name)); string(got) != want {
+			t.Errorf("%s holds %q, want %q", name, got, want)
+		}
 	}
 }
 

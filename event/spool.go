@@ -1,6 +1,8 @@
 package event
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,29 +12,75 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/orch-dev/orch/internal/atomicfile"
 )
 
-// Spooled is an event read back from the spool, with the file it came from.
+// Spooled is an event read back from the spool, with the file it came
+// from and who signed it. The signature is not checked by reading: the
+// reader holds the keys (Verify).
 type Spooled struct {
 	Event Event
 	Path  string
+	By    string // LeadSigner or a worker id
+	raw   []byte // the event's bytes as signed
+	sig   []byte
 }
+
+// LeadSigner is the signer of spool files the lead role writes (the lead
+// loop's records, the orch CLI's commands); workers sign with their id.
+const LeadSigner = "lead"
+
+// SpoolSigner signs the spool files one writer makes: By names the key
+// (LeadSigner or a worker id), Sign is an Ed25519 signature with it.
+type SpoolSigner struct {
+	By   string
+	Sign func([]byte) ([]byte, error)
+}
+
+// spoolDoc is a spool file: the event exactly as it was signed, who signed
+// it, and the signature.
+type spoolDoc struct {
+	By    string          `json:"by"`
+	Sig   string          `json:"sig"`
+	Event json.RawMessage `json:"event"`
+}
+
+// spoolDomain starts every signed message, so a spool signature can never
+// be taken for another of the key's signatures: NATS has the key sign a
+// nonce the server chose, and a nonce (a JSON string) cannot hold the
+// invalid UTF-8 byte 0xff.
+const spoolDomain = "\xfforch-spool-v1\x00"
+
+func spoolMessage(raw []byte) []byte { return append([]byte(spoolDomain), raw...) }
 
 // SpoolFile is the file name an event is spooled under: sortable by time.
 func SpoolFile(e Event) string {
 	return fmt.Sprintf("%019d-%s.json", e.Time.UnixNano(), e.ID)
 }
 
-// WriteSpool writes e into dir atomically: a temporary file that is synced
-// and then renamed, so a reader never sees half an event. The directory is
-// created with mode 0700 if missing.
-func WriteSpool(dir string, e Event) (string, error) {
+// WriteSpool writes e into dir, signed by s, atomically: a temporary file
+// that is synced and then renamed, so a reader never sees half an event.
+// The directory is created with mode 0700 if missing.
+func WriteSpool(dir string, e Event, s SpoolSigner) (string, error) {
+	if s.By == "" || s.Sign == nil {
+		return "", fmt.Errorf("spool %s: %w: no signer", e.ID, ErrNotKept)
+	}
+	raw := e.Marshal()
+	sig, err := s.Sign(spoolMessage(raw))
+	if err != nil {
+		return "", fmt.Errorf("spool %s: sign: %w", e.ID, err)
+	}
+	// Written by hand, so the event's bytes in the file are the very bytes
+	// signed (json.Marshal would run them through its compactor again).
+	by, _ := json.Marshal(s.By)
+	doc := fmt.Appendf(nil, `{"by":%s,"sig":"%s","event":%s}`, by, base64.RawURLEncoding.EncodeToString(sig), raw)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("spool %s: %w", e.ID, err)
 	}
 	path := filepath.Join(dir, SpoolFile(e))
-	if err := atomicfile.Write(path, append(e.Marshal(), '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(path, append(doc, '\n'), 0o600); err != nil {
 		return "", fmt.Errorf("spool %s: %w", e.ID, err)
 	}
 	return path, nil
@@ -49,10 +97,16 @@ func IsSpoolFile(name string) bool {
 const MaxBytes = 64 << 10
 
 // ReadSpoolFile reads and checks one spooled event. Whatever is at path,
-// the read is bounded: it is opened without following a symlink and
-// without blocking (a FIFO), and only a regular file of at most MaxBytes
-// is read.
+// the read is bounded: only a regular file of at most MaxBytes is read,
+// opened without following a symlink and without blocking (in case a FIFO
+// took its place after the Lstat). The signature is not checked here: see
+// Verify. A complete document without a signature is ErrUnsigned.
 func ReadSpoolFile(path string) (Spooled, error) {
+	if fi, err := os.Lstat(path); err != nil {
+		return Spooled{}, err
+	} else if !fi.Mode().IsRegular() {
+		return Spooled{}, fmt.Errorf("spool file %s: %w: a %s, not a regular file", filepath.Base(path), ErrBadSpoolFile, fileKind(fi.Mode()))
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, syscall.ELOOP) {
 		return Spooled{}, fmt.Errorf("spool file %s: %w: a symlink", filepath.Base(path), ErrBadSpoolFile)
@@ -78,11 +132,38 @@ func ReadSpoolFile(path string) (Spooled, error) {
 	if len(data) > MaxBytes { // grew since the stat
 		return Spooled{}, fmt.Errorf("spool file %s: %w: more than an event's %d bytes", filepath.Base(path), ErrBadSpoolFile, MaxBytes)
 	}
-	e, err := Parse(data)
+	var doc spoolDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return Spooled{}, fmt.Errorf("spool file %s: %w: %v", filepath.Base(path), ErrMalformed, err)
+	}
+	if len(doc.Event) == 0 || doc.By == "" || doc.Sig == "" {
+		if _, err := Parse(data); err == nil {
+			return Spooled{}, fmt.Errorf("spool file %s: %w: a bare event, as an orch-notify from before signed spool files wrote it (send it again)", filepath.Base(path), ErrUnsigned)
+		}
+		return Spooled{}, fmt.Errorf("spool file %s: %w: no signed event in it", filepath.Base(path), ErrUnsigned)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(doc.Sig)
+	if err != nil {
+		return Spooled{}, fmt.Errorf("spool file %s: %w: the signature is not base64", filepath.Base(path), ErrUnsigned)
+	}
+	e, err := Parse(doc.Event)
 	if err != nil {
 		return Spooled{}, fmt.Errorf("spool file %s: %w", filepath.Base(path), err)
 	}
-	return Spooled{Event: e, Path: path}, nil
+	return Spooled{Event: e, Path: path, By: doc.By, raw: doc.Event, sig: sig}, nil
+}
+
+// Verify checks the file's signature with pub, the public NKey of its
+// signer (s.By).
+func (s Spooled) Verify(pub string) error {
+	kp, err := nkeys.FromPublicKey(pub)
+	if err != nil {
+		return fmt.Errorf("spool file %s: %w: no usable key for %s: %v", filepath.Base(s.Path), ErrBadSignature, s.By, err)
+	}
+	if err := kp.Verify(spoolMessage(s.raw), s.sig); err != nil {
+		return fmt.Errorf("spool file %s: %w: not signed by %s's key", filepath.Base(s.Path), ErrBadSignature, s.By)
+	}
+	return nil
 }
 
 func fileKind(m os.FileMode) string {
@@ -114,6 +195,14 @@ func SetAside(path string, why error) (string, error) {
 		return "", err
 	}
 	to := filepath.Join(dir, filepath.Base(path))
+	// A name set aside before (the same file copied in again) is kept:
+	// the newcomer gets a numbered name beside it.
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(to); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		to = filepath.Join(dir, fmt.Sprintf("%s.%d", filepath.Base(path), n))
+	}
 	if err := os.Rename(path, to); err != nil {
 		return "", err
 	}

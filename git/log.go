@@ -167,3 +167,58 @@ func (r *Repo) Changed(ctx context.Context, paths ...string) (map[string]bool, e
 	}
 	return changed, nil
 }
+
+// TrailerCommit is a commit that carries some of the trailers asked of
+// History: their values by key, and the files it changed.
+type TrailerCommit struct {
+	SHA      string
+	Time     time.Time
+	Trailers map[string][]string
+	Files    []string
+}
+
+// History returns every commit reachable from HEAD, newest first, that
+// carries one of the trailer keys, with the files each changed: one git
+// process for the whole history. It is for rare work (rebuilding a lost
+// record); the lead loop's own lookups stay within RecentTrailers' depth.
+func (r *Repo) History(ctx context.Context, keys ...string) ([]TrailerCommit, error) {
+	format := "%x1e%H%x00%ct"
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, ":,)%\n\t ") {
+			return nil, fmt.Errorf("history: invalid trailer key %q", k)
+		}
+		format += "%x00%(trailers:key=" + k + ",valueonly,unfold)"
+	}
+	out, err := r.git(ctx, "log", "--ignore-missing", "--no-renames", "--name-only", "--format="+format+"%x00", "HEAD", "--")
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	var commits []TrailerCommit
+	for _, rec := range records(out) {
+		f := strings.Split(rec, "\x00")
+		if len(f) != len(keys)+3 {
+			return nil, fmt.Errorf("history: unexpected git log record %q", rec)
+		}
+		c := TrailerCommit{SHA: f[0], Trailers: map[string][]string{}}
+		if secs, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			c.Time = time.Unix(secs, 0).UTC()
+		}
+		for i, k := range keys {
+			for _, v := range strings.Split(f[2+i], "\n") {
+				if v = strings.TrimSpace(v); v != "" {
+					c.Trailers[k] = append(c.Trailers[k], v)
+				}
+			}
+		}
+		if len(c.Trailers) == 0 {
+			continue
+		}
+		for _, name := range strings.Split(f[len(f)-1], "\n") {
+			if name = strings.TrimSpace(name); name != "" {
+				c.Files = append(c.Files, name)
+			}
+		}
+		commits = append(commits, c)
+	}
+	return commits, nil
+}

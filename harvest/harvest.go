@@ -385,23 +385,34 @@ func (h *Harvester) locked(ctx context.Context, fn func() error) error {
 		return err
 	}
 	defer lk.Unlock()
-	if h.cfg.Branch != "" {
-		// Commits made on another branch (or a detached HEAD) would be
-		// orphaned when the user switches back, and the ledger's numbers
-		// reused: nothing is committed until the branch is back.
-		b, err := h.cfg.Repo.CurrentBranch(ctx)
-		if err != nil {
-			return err
-		}
-		if b != h.cfg.Branch {
-			on := "a detached HEAD"
-			if b != "" {
-				on = "branch " + b
-			}
-			return fmt.Errorf("%w: the repo is on %s, not %s where orch serve started; nothing is committed (events wait) until you git switch %s, or restart orch serve on the branch you want", ErrBranchMoved, on, h.cfg.Branch, h.cfg.Branch)
-		}
+	if err := h.OnBranch(ctx); err != nil {
+		return err
 	}
 	return fn()
+}
+
+// OnBranch says whether the repo is still on the branch orch serve started
+// on (ErrBranchMoved if not). Commits made on another branch (or a
+// detached HEAD) would be orphaned when the user switches back, and the
+// ledger's numbers reused: nothing is committed, nor written into the
+// work tree to be committed, until the branch is back. Every commit checks
+// it; callers that write files first check it before they write.
+func (h *Harvester) OnBranch(ctx context.Context) error {
+	if h.cfg.Branch == "" {
+		return nil
+	}
+	b, err := h.cfg.Repo.CurrentBranch(ctx)
+	if err != nil {
+		return err
+	}
+	if b != h.cfg.Branch {
+		on := "a detached HEAD"
+		if b != "" {
+			on = "branch " + b
+		}
+		return fmt.Errorf("%w: the repo is on %s, not %s where orch serve started; nothing is committed (events wait) until you git switch %s, or restart orch serve on the branch you want", ErrBranchMoved, on, h.cfg.Branch, h.cfg.Branch)
+	}
+	return nil
 }
 
 // Commit commits paths with msg under orch's git lock: the lead's commits

@@ -18,3 +18,8 @@ var ErrConnLost = errors.New("connection to the embedded broker closed")
 // ErrDetached means the repo's HEAD is on no branch: orch serve commits
 // on one.
 var ErrDetached = errors.New("HEAD is detached")
+
+// ErrSpoolRefused means a signed spool file holds an event its signer may
+// not send: a worker's file with a lead command or record in it, or one
+// naming another worker.
+var ErrSpoolRefused = errors.New("not this signer's to send")

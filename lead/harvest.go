@@ -251,6 +251,12 @@ func (l *Loop) notYet(in inbound, err error) {
 // plan its gates started, its verification begun, or its ledger entry
 // made. An error means the batch as a whole is to be tried again.
 func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, error) {
+	// Collecting copies RESULT.md files into the work tree: not while the
+	// repo is on another branch, where they would wait to be swept into
+	// someone's commit.
+	if err := l.harvester.OnBranch(ctx); err != nil {
+		return nil, err
+	}
 	hs := make([]*harvested, len(group))
 	var toCommit []*harvested
 	now := l.cfg.Now().UTC()

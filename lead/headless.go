@@ -49,7 +49,7 @@ func (l *Loop) startHeadless(w *state.Worker, plan, line string) error {
 // file may be waiting for the watcher). Its id is derived from the process
 // and the attempt, so reporting it twice has one effect.
 func (l *Loop) reportExit(n fleet.Exit) {
-	l.ingestSpool()
+	l.ingestSpool(false)
 	l.publishExit(n)
 }
 

@@ -118,6 +118,10 @@ type Config struct {
 	// before the lead is told what its screen shows; 0 means
 	// session.DefaultStartTimeout, negative disables the check.
 	StartTimeout time.Duration
+	// Rebuild makes the record again from git even though state.json is
+	// there (an unreadable one is moved aside first). Without it, a missing
+	// state.json is rebuilt by itself (see loadState).
+	Rebuild bool
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -309,7 +313,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if _, err := fleet.Includes(ctx, l.repo); err != nil {
 		return fmt.Errorf("serve: %w (fix it and commit)", err)
 	}
-	if l.st, err = state.Load(l.orchDir); err != nil {
+	if l.st, err = l.loadState(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	l.st.Prune(cfg.Now())
@@ -371,7 +375,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := watcher.Add(spool); err != nil {
 		return fmt.Errorf("serve: spool watch: %w", err)
 	}
-	l.ingestSpool()
+	l.ingestSpool(true)
 	// Gates that were running when the last lead loop stopped: their
 	// processes go, and a regate record behind everything already in the
 	// stream runs them again, unless their result turns out to be in.
@@ -464,7 +468,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			// An overflow means events may have been missed: read the
 			// whole spool again.
 			l.log.Warn("spool watch", "err", err)
-			l.ingestSpool()
+			l.ingestSpool(false)
 		}
 	}
 }

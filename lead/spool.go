@@ -2,6 +2,7 @@ package lead
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,8 +13,10 @@ import (
 )
 
 // ingestSpool publishes every spooled event, oldest first, and sets aside
-// every file that is not one: at the start nobody is still writing it.
-func (l *Loop) ingestSpool() {
+// every file that is not one. atStart: nobody is writing into the spool,
+// so a file that does not parse is set aside too; later it may be a copy
+// still being written, and is kept.
+func (l *Loop) ingestSpool(atStart bool) {
 	dir := filepath.Join(l.orchDir, orchdir.Spool)
 	good, bad, err := event.ReadSpool(dir)
 	if err != nil {
@@ -21,10 +24,10 @@ func (l *Loop) ingestSpool() {
 		return
 	}
 	for _, b := range bad {
-		l.setAside(b.Path, b.Err)
+		l.notTaken(b.Path, b.Err, atStart)
 	}
 	for _, s := range good {
-		l.publishSpooled(s)
+		l.takeSpooled(s)
 	}
 }
 
@@ -34,32 +37,79 @@ func (l *Loop) ingestFile(path string) {
 		return
 	}
 	s, err := event.ReadSpoolFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return // already ingested (the initial scan and the watcher both saw it)
-	}
-	if errors.Is(err, event.ErrBadSpoolFile) {
-		l.setAside(path, err)
+	if err != nil {
+		l.notTaken(path, err, false)
 		return
 	}
-	if err != nil {
-		// A file copied in by hand is seen as soon as it is created, before
-		// its content is all there: it is read again at its next write, and
-		// set aside at the next start if it is still not an event then.
+	l.takeSpooled(s)
+}
+
+// notTaken decides about a spool file that could not be read as an event:
+// one no writer of the spool makes (not a regular file, too big, unsigned)
+// is set aside at once; one that does not parse is set aside at the start
+// and kept while serving (a file copied in by hand is seen as soon as it is
+// created, before its content is all there: it is read again at its next
+// write); anything else (too many open files, an I/O error) may pass, and
+// the file is kept for the next start.
+func (l *Loop) notTaken(path string, err error, atStart bool) {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// already taken (the initial scan and the watcher both saw it)
+	case errors.Is(err, event.ErrBadSpoolFile), errors.Is(err, event.ErrUnsigned),
+		atStart && errors.Is(err, event.ErrMalformed):
+		l.setAside(path, err)
+	case errors.Is(err, event.ErrMalformed):
 		l.log.Warn("spool: not an event yet, kept", "file", filepath.Base(path), "err", err)
+	default:
+		l.log.Error("spool: unreadable, kept for the next start", "file", filepath.Base(path), "err", err)
+	}
+}
+
+// takeSpooled publishes a spooled event once its file is shown to be what
+// the bus would take from its signer: signed with the key of the lead or
+// of a worker this broker knows; from a worker, only a worker's kind of
+// event, naming that worker. Anything else is set aside with the reason.
+func (l *Loop) takeSpooled(s event.Spooled) {
+	if err := l.spoolAllowed(s); err != nil {
+		l.setAside(s.Path, err)
 		return
 	}
 	l.publishSpooled(s)
+}
+
+func (l *Loop) spoolAllowed(s event.Spooled) error {
+	name := filepath.Base(s.Path)
+	pub := l.b.SignerKey(s.By)
+	if pub == "" {
+		return fmt.Errorf("spool file %s: %w: signed by %q, which is neither the lead nor a worker of this repo", name, event.ErrBadSignature, s.By)
+	}
+	if err := s.Verify(pub); err != nil {
+		return err
+	}
+	if s.By == event.LeadSigner {
+		return nil
+	}
+	if event.IsCommand(s.Event.Kind) {
+		return fmt.Errorf("spool file %s: %w: signed by worker %s, but %s is the lead's kind of event", name, ErrSpoolRefused, s.By, s.Event.Kind)
+	}
+	if s.Event.Worker != s.By {
+		return fmt.Errorf("spool file %s: %w: signed by worker %s, but it names worker %q", name, ErrSpoolRefused, s.By, s.Event.Worker)
+	}
+	return nil
 }
 
 // setAside moves a spool file that is not an event into the spool's
 // rejected folder, with the reason beside it.
 func (l *Loop) setAside(path string, why error) {
 	to, err := event.SetAside(path, why)
-	if err != nil {
+	switch {
+	case to == "":
 		l.log.Error("spool: a file that is not an event could not be set aside", "file", filepath.Base(path), "why", why, "err", err)
-		return
+	case err != nil:
+		l.log.Error("spool: set aside, but its reason could not be written beside it", "file", filepath.Base(path), "why", why, "to", to, "err", err)
+	default:
+		l.log.Warn("spool: not an event, set aside", "file", filepath.Base(path), "why", why, "to", to)
 	}
-	l.log.Warn("spool: not an event, set aside", "file", filepath.Base(path), "why", why, "to", to)
 }
 
 // publishSpooled moves a spooled event into the stream and deletes the file
@@ -86,7 +136,7 @@ func (l *Loop) publishRecord(e event.Event) {
 	if err == nil {
 		return
 	}
-	path, serr := event.WriteSpool(filepath.Join(l.orchDir, orchdir.Spool), e)
+	path, serr := event.WriteSpool(filepath.Join(l.orchDir, orchdir.Spool), e, l.b.SpoolSigner())
 	if serr != nil {
 		l.log.Error("record neither published nor spooled; the next start repeats its work", "kind", e.Kind, "plan", e.Plan, "err", err, "spool_err", serr)
 		return

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,7 @@ type Config struct {
 	Seed     []byte // NKey seed of the role
 	Inbox    string // custom inbox prefix, empty for the default
 	SpoolDir string // where events go when the broker is unreachable; empty: none
+	Signer   string // whose key Seed is, named in spool files: event.LeadSigner or a worker id
 	Timeout  time.Duration
 }
 
@@ -128,7 +130,7 @@ func WorkerConfig(env Env, cwd string) (Config, error) {
 	if event.ValidWorker(worker) {
 		inbox = event.WorkerInboxOf(worker)
 	}
-	cfg := Config{Inbox: inbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL")}
+	cfg := Config{Inbox: inbox, Timeout: 3 * time.Second, URL: env("ORCH_URL"), Prefix: env("ORCH_PREFIX"), SpoolDir: env("ORCH_SPOOL"), Signer: worker}
 	if d, err := time.ParseDuration(env("ORCH_NOTIFY_TIMEOUT")); err == nil && d > 0 {
 		cfg.Timeout = d
 	}
@@ -199,23 +201,40 @@ func LeadConfig(orchDir string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	cfg, err := LeadSpoolConfig(orchDir)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.URL, cfg.Prefix, cfg.Timeout = ep.URL, ep.Prefix, 3*time.Second
+	return cfg, nil
+}
+
+// LeadSpoolConfig is the lead role's config without a broker: enough to
+// spool a command, signed, for orch serve's next start.
+func LeadSpoolConfig(orchDir string) (Config, error) {
 	seed, err := readSeed(filepath.Join(orchDir, orchdir.Creds, orchdir.LeadCreds))
 	if err != nil {
 		return Config{}, err
 	}
-	return Config{URL: ep.URL, Prefix: ep.Prefix, Seed: seed, SpoolDir: filepath.Join(orchDir, orchdir.Spool), Timeout: 3 * time.Second}, nil
+	return Config{Seed: seed, Signer: event.LeadSigner, SpoolDir: filepath.Join(orchDir, orchdir.Spool)}, nil
 }
 
 func readSeed(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// Without blocking: a FIFO in the seed's place must not hang a worker's
+	// last step.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrNoCreds, err)
-	} else if m := fi.Mode(); !m.IsRegular() || m.Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s is readable or writable by others (mode %v): chmod 600 %s", ErrNoCreds, path, m, path)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%w: %s is not a regular file (mode %v): a seed is a file that orch init or orch serve writes", ErrNoCreds, path, fi.Mode())
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("%w: %s is readable or writable by others (mode %v): chmod 600 %s", ErrNoCreds, path, fi.Mode(), path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
@@ -273,6 +292,16 @@ type Result struct {
 func Send(cfg Config, e event.Event) (Result, error) {
 	deadline := time.Now().Add(cfg.Timeout)
 	var res Result
+	// The seed is checked before anything else: an invalid one can neither
+	// connect nor sign a spool file.
+	sg, err := newSigner(cfg.Seed)
+	if err != nil {
+		return res, fmt.Errorf("%w: %w", event.ErrNotKept, err)
+	}
+	by := cfg.Signer
+	if by == "" {
+		by = e.Worker
+	}
 	if cfg.URL != "" {
 		seq, dup, err := publish(cfg, e, deadline)
 		if err == nil {
@@ -288,7 +317,10 @@ func Send(cfg Config, e event.Event) (Result, error) {
 	if cfg.SpoolDir == "" {
 		return res, fmt.Errorf("%w: %v, and there is no spool directory", event.ErrNotKept, res.PubErr)
 	}
-	path, err := event.WriteSpool(cfg.SpoolDir, e)
+	if by != event.LeadSigner && !event.ValidWorker(by) {
+		return res, fmt.Errorf("%w: %v, and a spool file must be signed by a worker: set ORCH_WORKER", event.ErrNotKept, res.PubErr)
+	}
+	path, err := event.WriteSpool(cfg.SpoolDir, e, event.SpoolSigner{By: by, Sign: sg.Sign})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v; %v", event.ErrNotKept, res.PubErr, err)
 	}

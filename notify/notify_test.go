@@ -117,17 +117,38 @@ func TestSendSpoolsWhenBrokerUnreachable(t *testing.T) {
 		t.Fatalf("result %+v, want spooled with the publish error", res)
 	}
 	got, err := event.ReadSpoolFile(res.Spooled)
-	if err != nil || got.Event.ID != e.ID {
-		t.Errorf("spool file holds %+v, %v", got, err)
+	if err != nil || got.Event.ID != e.ID || got.By != "w1" {
+		t.Fatalf("spool file holds %+v, %v", got, err)
+	}
+	kp, err := nkeys.FromSeed(cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	if err := got.Verify(pub); err != nil {
+		t.Errorf("the spool file is not signed with w1's key: %v", err)
 	}
 }
 
 func TestSendNotKept(t *testing.T) {
-	cfg := Config{URL: "nats://127.0.0.1:1", Timeout: time.Second, SpoolDir: filepath.Join(t.TempDir(), "file")}
+	kp, _ := nkeys.CreateUser()
+	seed, _ := kp.Seed()
+	cfg := Config{URL: "nats://127.0.0.1:1", Timeout: time.Second, Seed: seed, Signer: "w1", SpoolDir: filepath.Join(t.TempDir(), "file")}
 	os.WriteFile(cfg.SpoolDir, nil, 0o600) // a file where the spool directory should be
 	_, err := Send(cfg, event.New(event.Done, "p", "ok", "w1", "h"))
-	if !errors.Is(err, event.ErrNotKept) {
-		t.Errorf("Send = %v, want ErrNotKept", err)
+	if !errors.Is(err, event.ErrNotKept) || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("Send = %v, want ErrNotKept for the spool", err)
+	}
+	// An invalid seed is not spooled either, with a broker or without.
+	for _, url := range []string{"nats://127.0.0.1:1", ""} {
+		cfg := Config{URL: url, Timeout: time.Second, Seed: []byte("SUAGARBAGE"), Signer: "w1", SpoolDir: t.TempDir()}
+		_, err := Send(cfg, event.New(event.Done, "p", "ok", "w1", "h"))
+		if !errors.Is(err, event.ErrNotKept) || !errors.Is(err, ErrNoCreds) {
+			t.Errorf("invalid seed, URL %q: Send = %v, want ErrNotKept and ErrNoCreds", url, err)
+		}
+		if ents, _ := os.ReadDir(cfg.SpoolDir); len(ents) != 0 {
+			t.Errorf("invalid seed, URL %q: spooled %d files", url, len(ents))
+		}
 	}
 }
 

@@ -91,6 +91,9 @@ func (r *Rounds) Start(ctx context.Context, st *state.State, p *state.Run, round
 func (r *Rounds) queueRound(ctx context.Context, st *state.State, p *state.Run) error {
 	v := p.Verification
 	name := plans.RoundName(p.Name, v.Run, v.Round)
+	if err := r.Harvester.OnBranch(ctx); err != nil {
+		return fmt.Errorf("verify %s: %w", p.Name, err)
+	}
 	if _, err := plans.Load(r.Root, name); errors.Is(err, plans.ErrNoPlan) {
 		if err := plans.Write(r.Root, &plans.Plan{Name: name, Priority: 10, Body: plans.Brief(p.Name, p.Verification, name)}); err != nil {
 			return fmt.Errorf("verify %s: %w", p.Name, err)

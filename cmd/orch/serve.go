@@ -31,6 +31,7 @@ type serveOptions struct {
 	Stagger     time.Duration
 	Isolation   string
 	Headless    bool
+	Rebuild     bool
 	Verbose     bool
 	profile     *agent.Profile // what Agent resolved to
 }
@@ -77,6 +78,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().IntVar(&o.TrimEvery, "trim-every", lead.DefaultTrimEvery, "remove what is handled from the event stream after this many events, when nothing waits")
 	cmd.Flags().DurationVar(&o.GateTimeout, "gate-timeout", gates.DefaultGateTimeout, "how long each acceptance command may run before its process group is killed")
 	cmd.Flags().DurationVar(&o.Stagger, "stagger", 0, "at most one dispatch per this interval, so results do not arrive in one burst (e.g. 2m)")
+	cmd.Flags().BoolVar(&o.Rebuild, "rebuild", false, "make the lead loop's record (.orch/state.json) again from git: the ledger, harvest and integrate commits (an unreadable one is moved aside); a missing one is rebuilt without it")
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "no tmux: run each plan as a child process of the agent's headless command (output in .orch/logs/)")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
@@ -107,6 +109,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		GateTimeout: o.GateTimeout,
 		Stagger:     o.Stagger,
 		Isolation:   o.Isolation,
+		Rebuild:     o.Rebuild,
 		Headless:    o.Headless,
 		Profile:     o.profile,
 		Fault:       os.Getenv(lead.FaultEnv),

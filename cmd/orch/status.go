@@ -74,6 +74,15 @@ func printStatus(s streams, v orchctl.StatusView) {
 	for id, e := range v.Errors {
 		fmt.Fprintf(s.Out, "not yet handled (retrying): event %s: %s\n", id, e)
 	}
+	if v.SetAside > 0 {
+		fmt.Fprintf(s.Out, "spool: %d files were not events and are set aside in .orch/spool/rejected/ (the .why beside each says why)\n", v.SetAside)
+	}
+	if r := v.Rebuilt; r != nil {
+		fmt.Fprintf(s.Out, "record rebuilt from git %s (%s): %s\n", r.Time.Local().Format("2006-01-02 15:04"), r.Why, r.Summary)
+		if r.Kept != "" {
+			fmt.Fprintf(s.Out, "  the unreadable record it replaced is kept as %s\n", r.Kept)
+		}
+	}
 	for _, p := range v.Problems {
 		fmt.Fprintf(s.Out, "problem: %s\n", p)
 	}

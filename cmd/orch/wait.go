@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/orch-dev/orch/event"
@@ -37,6 +39,10 @@ func waitRun(ctx context.Context, o *waitOptions, s streams) error {
 	if err != nil {
 		return err
 	}
+	// A write into a closed pipe must fail as an error, not kill orch by
+	// SIGPIPE before it could give the callback back (Nak): the next orch
+	// wait gets it.
+	signal.Ignore(syscall.SIGPIPE)
 	_, err = orchctl.Wait(ctx, root, o.Timeout, func(cb event.Callback) error {
 		if o.JSON {
 			return writeJSON(s.Out, cb)

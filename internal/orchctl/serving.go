@@ -67,7 +67,10 @@ func ServePID(root string) int {
 func SendCommand(root string, e event.Event, wait time.Duration) (DispatchResult, error) {
 	res := DispatchResult{Plan: e.Plan, Event: e.ID}
 	od := orchdir.Of(root)
-	spool := notify.Config{SpoolDir: filepath.Join(od, orchdir.Spool)}
+	spool, err := notify.LeadSpoolConfig(od)
+	if err != nil {
+		return res, fmt.Errorf("%s %s: %w", e.Kind, e.Plan, err)
+	}
 	cfg, err := notify.LeadConfig(od)
 	if err != nil || !Serving(root) {
 		return spoolCommand(res, spool, e)

@@ -2,7 +2,9 @@ package orchctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -10,10 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
 	"github.com/orch-dev/orch/tmux"
 )
@@ -31,6 +35,10 @@ type StatusView struct {
 	Rejected  []state.Rejection `json:"rejected,omitempty"`
 	Errors    map[string]string `json:"errors,omitempty"`
 	Problems  []string          `json:"problems,omitempty"`
+	// Rebuilt is set when the record was made again from git.
+	Rebuilt *state.Rebuilt `json:"rebuilt,omitempty"`
+	// SetAside counts the spool files set aside as not events.
+	SetAside int `json:"spool_set_aside,omitempty"`
 }
 
 // PlanView is one plan in orch status.
@@ -50,7 +58,19 @@ func Status(root string) (StatusView, error) {
 	}
 	v.PID = ServePID(root)
 	v.Serving = v.PID != 0
-	v.Session, v.Isolation = st.Session, st.Isolation
+	v.Session, v.Isolation, v.Rebuilt = st.Session, st.Isolation, st.Rebuilt
+	if _, err := os.Lstat(filepath.Join(orchdir.Of(root), orchdir.State)); errors.Is(err, os.ErrNotExist) {
+		if entries, err := ledger.Load(root); err == nil && len(entries) > 0 {
+			v.Problems = append(v.Problems, fmt.Sprintf("the lead loop's record (.orch/state.json) is missing, so every plan reads as a draft here; git holds %d ledger entries: orch serve rebuilds the record from git when it starts", len(entries)))
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(orchdir.Of(root), orchdir.Spool, event.Rejected)); err == nil {
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".why") {
+				v.SetAside++
+			}
+		}
+	}
 	if st.Workers != nil {
 		v.Workers = st.Workers
 	}

@@ -197,6 +197,18 @@ type State struct {
 	// Outbox holds callbacks not caused by a message (a dispatch that was
 	// never acknowledged) until they are stored in the stream.
 	Outbox []*event.Callback `json:"outbox,omitempty"`
+	// Rebuilt says the record was made again from git (its file was lost,
+	// or orch serve --rebuild asked for it), when, and what was found.
+	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
+}
+
+// Rebuilt is what a rebuild of the record found.
+type Rebuilt struct {
+	Time    time.Time `json:"time"`
+	Why     string    `json:"why"`
+	Summary string    `json:"summary"`
+	// Kept is where an unreadable record was moved before the rebuild.
+	Kept string `json:"kept,omitempty"`
 }
 
 // New returns an empty state.
