@@ -198,8 +198,12 @@ func SetAside(path string, why error) (string, error) {
 	// A name set aside before (the same file copied in again) is kept:
 	// the newcomer gets a numbered name beside it.
 	for n := 2; ; n++ {
-		if _, err := os.Lstat(to); errors.Is(err, os.ErrNotExist) {
+		_, err := os.Lstat(to)
+		if errors.Is(err, os.ErrNotExist) {
 			break
+		}
+		if err != nil {
+			return "", err // an unreadable folder: never loop on it
 		}
 		to = filepath.Join(dir, fmt.Sprintf("%s.%d", filepath.Base(path), n))
 	}

@@ -3,6 +3,7 @@ package git
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -183,13 +184,20 @@ type TrailerCommit struct {
 // record); the lead loop's own lookups stay within RecentTrailers' depth.
 func (r *Repo) History(ctx context.Context, keys ...string) ([]TrailerCommit, error) {
 	format := "%x1e%H%x00%ct"
+	var grep []string
 	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, ":,)%\n\t ") {
 			return nil, fmt.Errorf("history: invalid trailer key %q", k)
 		}
 		format += "%x00%(trailers:key=" + k + ",valueonly,unfold)"
+		grep = append(grep, regexp.QuoteMeta(k))
 	}
-	out, err := r.git(ctx, "log", "--ignore-missing", "--no-renames", "--name-only", "--format="+format+"%x00", "HEAD", "--")
+	// Only the branch's own line (--first-parent): a commit brought in by a
+	// merge (a worker's, on its plan branch) cannot claim a trailer here.
+	// --grep lets git skip every commit without one of the keys, so a long
+	// history costs little.
+	out, err := r.git(ctx, "log", "--first-parent", "--ignore-missing", "--no-renames", "--name-only", "-E",
+		"--grep=^("+strings.Join(grep, "|")+"):", "--format="+format+"%x00", "HEAD", "--")
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
@@ -197,7 +205,7 @@ func (r *Repo) History(ctx context.Context, keys ...string) ([]TrailerCommit, er
 	for _, rec := range records(out) {
 		f := strings.Split(rec, "\x00")
 		if len(f) != len(keys)+3 {
-			return nil, fmt.Errorf("history: unexpected git log record %q", rec)
+			continue // a trailer holding a separator byte: not one of orch's
 		}
 		c := TrailerCommit{SHA: f[0], Trailers: map[string][]string{}}
 		if secs, err := strconv.ParseInt(f[1], 10, 64); err == nil {

@@ -23,3 +23,7 @@ var ErrDetached = errors.New("HEAD is detached")
 // not send: a worker's file with a lead command or record in it, or one
 // naming another worker.
 var ErrSpoolRefused = errors.New("not this signer's to send")
+
+// ErrRebuildReadable means orch serve --rebuild was asked with a
+// state.json that reads fine.
+var ErrRebuildReadable = errors.New("no rebuild of a readable record")

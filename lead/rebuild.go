@@ -21,12 +21,20 @@ func (l *Loop) loadState(ctx context.Context) (*state.State, error) {
 	path := filepath.Join(l.orchDir, orchdir.State)
 	_, statErr := os.Lstat(path)
 	missing := errors.Is(statErr, os.ErrNotExist)
-	if !missing && !l.cfg.Rebuild {
+	if !missing {
 		st, err := state.Load(l.orchDir)
-		if err != nil {
+		if err == nil && l.cfg.Rebuild {
+			// A readable record holds what git does not (queued and running
+			// plans, callbacks not yet in the stream, verification rounds):
+			// it is never thrown away on a flag alone.
+			return nil, fmt.Errorf("%w: state.json is readable; --rebuild is for one that is not (to rebuild anyway, move .orch/state.json aside yourself)", ErrRebuildReadable)
+		}
+		if err != nil && !l.cfg.Rebuild {
 			return nil, fmt.Errorf("%w (to make it again from git, moving this one aside: orch serve --rebuild)", err)
 		}
-		return st, nil
+		if err == nil {
+			return st, nil
+		}
 	}
 	now := l.cfg.Now().UTC()
 	st, rep, err := rebuild.Rebuild(ctx, l.cfg.Root, l.repo, now)
@@ -42,7 +50,7 @@ func (l *Loop) loadState(ctx context.Context) (*state.State, error) {
 	}
 	st.Rebuilt = &state.Rebuilt{Time: now, Why: why, Summary: rep.String()}
 	if !missing {
-		kept := fmt.Sprintf("%s.before-rebuild-%d", path, now.Unix())
+		kept := fmt.Sprintf("%s.before-rebuild-%d", path, now.UnixNano())
 		if err := os.Rename(path, kept); err != nil {
 			return nil, fmt.Errorf("rebuild: keep the old record: %w", err)
 		}

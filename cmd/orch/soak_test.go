@@ -169,7 +169,14 @@ func TestSoak(t *testing.T) {
 	callbacks := map[string]int{}
 	others := 0
 	for {
-		cmd := exec.Command("orch", "wait", "--timeout", "2s")
+		// Until every plan's callback came, a slow orch wait on a loaded
+		// machine must not pass for a lost callback: each gets 15 s. After
+		// that, 2 s finds a double.
+		timeout := "15s"
+		if len(callbacks) >= nPlans {
+			timeout = "2s"
+		}
+		cmd := exec.Command("orch", "wait", "--timeout", timeout)
 		cmd.Dir, cmd.Env = root, env
 		out, err := cmd.Output()
 		if err != nil {

@@ -83,9 +83,15 @@ func Rebuild(ctx context.Context, root string, repo *git.Repo, now time.Time) (*
 	}
 	// Then the history, oldest first, so the newest commit of a plan wins.
 	slices.Reverse(history)
-	for _, c := range history {
+	at := map[string]int{} // each commit's place, oldest first
+	for i, c := range history {
+		at[c.SHA] = i
+	}
+	for i, c := range history {
 		for _, p := range c.Trailers[TrailerIntegrated] {
-			if r := st.Plans[p]; r != nil && r.State == state.PlanDone {
+			// Only a merge after the plan's latest harvest: a plan done
+			// again after it was integrated waits to be integrated again.
+			if r := st.Plans[p]; r != nil && r.State == state.PlanDone && (at[r.Result] < i || !inHistory(at, r.Result)) {
 				r.State, r.Merged, r.Reason = state.PlanIntegrated, c.SHA, ""
 			}
 		}
@@ -131,4 +137,11 @@ func resultPlans(files []string) []string {
 		}
 	}
 	return names
+}
+
+// inHistory says whether sha is one of the history's commits (a harvest
+// commit outside it, in a shallow clone, say, cannot be ordered).
+func inHistory(at map[string]int, sha string) bool {
+	_, ok := at[sha]
+	return ok
 }

@@ -42,7 +42,7 @@ func TestRebuildFromGit(t *testing.T) {
 	run("add", "README")
 	run("commit", "-qm", "base")
 	harvest := func(plan, id string) string {
-		write("plans/"+plan+"/RESULT.md", "# "+plan+"\n")
+		write("plans/"+plan+"/RESULT.md", "# "+plan+" "+id+"\n")
 		run("add", "plans/"+plan+"/RESULT.md")
 		run("commit", "-qm", "harvest "+plan+": ok\n\nOrch-Event: "+id)
 		return run("rev-parse", "HEAD")
@@ -61,6 +61,21 @@ func TestRebuildFromGit(t *testing.T) {
 	zSha := harvest("z", "ev-z")
 	run("commit", "-q", "--allow-empty", "-m", "integrate x\n\nOrch-Integrated: x")
 	merged := run("rev-parse", "HEAD")
+	// y was integrated, then done again: it waits to be integrated again.
+	run("commit", "-q", "--allow-empty", "-m", "integrate y\n\nOrch-Integrated: y")
+	y2Sha := harvest("y", "ev-y2")
+	if _, err := ledger.AppendAll(root, []ledger.Entry{{Plan: "y", Worker: "w2", Status: "ok again", Commit: y2Sha, Event: "ev-y2", Time: now}}); err != nil {
+		t.Fatal(err)
+	}
+	run("add", ledger.File)
+	run("commit", "-qm", "ledger: 1 entry")
+	// A worker's own commit, merged in from its branch, claims y was
+	// integrated; a commit message with a separator byte in a trailer.
+	run("switch", "-q", "-c", "orch/y")
+	run("commit", "-q", "--allow-empty", "-m", "wip\n\nOrch-Integrated: y")
+	run("switch", "-q", "main")
+	run("merge", "-q", "--no-ff", "-m", "merge orch/y", "orch/y")
+	run("commit", "-q", "--allow-empty", "-m", "odd\n\nOrch-Integrated: a\x1eb")
 
 	repo, err := git.Open(context.Background(), root)
 	if err != nil {
@@ -77,13 +92,13 @@ func TestRebuildFromGit(t *testing.T) {
 	if x == nil || x.State != state.PlanIntegrated || x.Merged != merged || x.Ledger != 1 || x.Result != xSha || x.Worker != "w1" {
 		t.Errorf("x = %+v, want integrated at %s, ledger 1", x, merged)
 	}
-	if y == nil || y.State != state.PlanDone || y.Ledger != 2 || y.DoneEvent != "ev-y" || y.Worker != "w2" {
-		t.Errorf("y = %+v, want done, ledger 2", y)
+	if y == nil || y.State != state.PlanDone || y.Ledger != 3 || y.DoneEvent != "ev-y2" || y.Worker != "w2" {
+		t.Errorf("y = %+v, want done (not integrated: its last harvest came after), ledger 3", y)
 	}
 	if z == nil || z.State != state.PlanFailed || z.Result != zSha || !strings.Contains(z.Reason, "no ledger entry followed") {
 		t.Errorf("z = %+v, want failed with the reason", z)
 	}
-	for _, id := range []string{"ev-x", "ev-y", "ev-z"} {
+	for _, id := range []string{"ev-x", "ev-y", "ev-y2", "ev-z"} {
 		if st.Handled[id] == nil {
 			t.Errorf("event %s is not recorded as handled: a redelivery would have a second effect", id)
 		}
