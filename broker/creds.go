@@ -39,8 +39,17 @@ func loadKeys(dir string, workers []string) (roleKeys, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return k, fmt.Errorf("credentials: %w", err)
 		}
-		if err := os.Chmod(d, 0o700); err != nil {
+		// Never more open than searchable (0711, when workers run as
+		// users of their own and must reach their key): no one else lists
+		// or writes here.
+		fi, err := os.Stat(d)
+		if err != nil {
 			return k, fmt.Errorf("credentials: %w", err)
+		}
+		if fi.Mode().Perm()&0o066 != 0 {
+			if err := os.Chmod(d, 0o700); err != nil {
+				return k, fmt.Errorf("credentials: %w", err)
+			}
 		}
 	}
 	var err error

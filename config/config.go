@@ -72,7 +72,46 @@ type Config struct {
 	Integrate    string             `yaml:"integrate,omitempty" json:"integrate"`
 	Permissions  string             `yaml:"permissions,omitempty" json:"permissions"`
 	Agents       map[string]Profile `yaml:"agents,omitempty" json:"agents,omitempty"`
+	// RunAs names the Unix users workers run as: one for every worker, or
+	// one per worker in order (w1 the first). Empty: the lead's own user.
+	RunAs Users `yaml:"run_as,omitempty" json:"run_as,omitempty"`
 }
+
+// Users is run_as: a user name, or a list of them.
+type Users []string
+
+// UnmarshalYAML reads one name or a list of names.
+func (u *Users) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*u = Users{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return err
+		}
+		*u = names
+		return nil
+	}
+	return fmt.Errorf("line %d: run_as is a user name or a list of them", n.Line)
+}
+
+// For is the user worker number n (1 for w1) runs as, "" for the lead's
+// own. A list shorter than the fleet is an error.
+func (u Users) For(n int) (string, error) {
+	switch {
+	case len(u) == 0:
+		return "", nil
+	case len(u) == 1:
+		return u[0], nil
+	case n >= 1 && n <= len(u):
+		return u[n-1], nil
+	}
+	return "", fmt.Errorf("%w: run_as names %d users, and there is a worker w%d: name one user per worker, or one for all", ErrInvalid, len(u), n)
+}
+
+var userName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
 
 // Duration is a time.Duration written as "90s" or "5m".
 type Duration time.Duration
@@ -135,6 +174,17 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if c.Integrate != Merge && c.Integrate != Rebase {
 		return nil, fmt.Errorf("%w: integrate %q: want %s or %s", ErrInvalid, c.Integrate, Merge, Rebase)
+	}
+	for i, n := range c.RunAs {
+		if !userName.MatchString(n) {
+			return nil, fmt.Errorf("%w: run_as %q: not a Unix user name (lower-case letters, digits, - and _)", ErrInvalid, n)
+		}
+		if slices.Contains(c.RunAs[:i], n) {
+			return nil, fmt.Errorf("%w: run_as names %s twice: two workers of one user can read each other's keys; give each its own, or name one user for all", ErrInvalid, n)
+		}
+	}
+	if len(c.RunAs) > 0 && c.Isolation != Worktree {
+		return nil, fmt.Errorf("%w: run_as needs isolation: %s (a worker of its own user edits its own worktree, not the repo's checkout)", ErrInvalid, Worktree)
 	}
 	for _, n := range slices.Sorted(maps.Keys(c.Agents)) {
 		p := c.Agents[n]

@@ -44,10 +44,37 @@ func TestParseRefuses(t *testing.T) {
 		"agents:\n  Bad Name:\n    interactive: x\n",
 		"agents:\n  x:\n    hooks: vim\n",
 		"isolation: [\n",
+		"run_as: Root User\n",
+		"run_as: [orch-w1, orch-w1]\n",
+		"run_as: {a: b}\n",
+		"isolation: shared\nrun_as: orch-w1\n",
 	} {
 		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: got %v, want ErrInvalid", bad, err)
 		}
+	}
+}
+
+func TestRunAs(t *testing.T) {
+	one, err := Parse([]byte("run_as: orch\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := Parse([]byte("run_as: [orch-w1, orch-w2]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		u    Users
+		n    int
+		want string
+	}{{one.RunAs, 3, "orch"}, {list.RunAs, 1, "orch-w1"}, {list.RunAs, 2, "orch-w2"}, {nil, 1, ""}} {
+		if got, err := tc.u.For(tc.n); err != nil || got != tc.want {
+			t.Errorf("%v.For(%d) = %q, %v; want %q", tc.u, tc.n, got, err, tc.want)
+		}
+	}
+	if _, err := list.RunAs.For(3); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a third worker of two users: %v, want ErrInvalid", err)
 	}
 }
 

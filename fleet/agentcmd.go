@@ -37,6 +37,15 @@ func (f *Fleet) prepareAgent(id string) (agent.Setup, error) {
 	if err != nil {
 		return agent.Setup{}, fmt.Errorf("agent setup for %s: %w", id, err)
 	}
+	// What the agent itself writes there (its configuration, sessions)
+	// must be its user's.
+	if dir := filepath.Join(f.cfg.OrchDir, orchdir.Agents, id); f.User(id) != nil {
+		if _, err := os.Lstat(dir); err == nil {
+			if err := f.User(id).Give(dir); err != nil {
+				return agent.Setup{}, fmt.Errorf("agent setup for %s: %w", id, err)
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -93,5 +102,8 @@ func (f *Fleet) workerEnv(id string) map[string]string {
 		path = f.cfg.BinDir + string(os.PathListSeparator) + path
 	}
 	env["PATH"] = path
+	// Run as a user of its own: that user's HOME, and git's leave to work
+	// in the worktree and the repo, whose tops the lead keeps.
+	f.User(id).Env(env, f.WorkDir(id), f.cfg.Root)
 	return env
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/internal/runas"
 	"github.com/orch-dev/orch/tmux"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	// orch.yaml's, handed to the agent's preparation.
 	Isolation   string
 	Permissions string
+	// Users are the workers' own Unix users by id (orch.yaml's run_as); a
+	// worker not in it runs as the lead's.
+	Users map[string]*runas.User
 	// BrokerURL and Prefix are how a worker reaches the broker.
 	BrokerURL, Prefix string
 	// Setup runs orch.yaml's setup command in a worktree (nil: none). It
@@ -136,6 +140,9 @@ func (f *Fleet) Close() {
 		unix.Close(f.stopR)
 	})
 }
+
+// User is the Unix user worker id runs as (nil: the lead's).
+func (f *Fleet) User(id string) *runas.User { return f.cfg.Users[id] }
 
 // Deaths reports pane processes that exited.
 func (f *Fleet) Deaths() <-chan Death { return f.deaths }

@@ -188,7 +188,7 @@ func (f *Fleet) Spawn(id, plan string, attempt int, line string) (*Proc, error) 
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group: a Ctrl-C meant for orch serve does not stop
 	// the agent, which, like one in a pane, outlives a lead loop restart.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: f.User(id).Credential()}
 	cmd.WaitDelay = 2 * time.Second
 	cmd.ExtraFiles = []*os.File{gateR}
 	err = cmd.Start()

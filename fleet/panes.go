@@ -191,7 +191,13 @@ func (f *Fleet) startPane(ctx context.Context, session, id string, split bool) (
 		if dir, err = f.EnsureWorktree(ctx, id); err != nil {
 			return "", 0, err
 		}
+		if err := f.User(id).GiveTree(dir); err != nil {
+			return "", 0, err
+		}
 	}
+	// The tmux server runs as the lead: the pane becomes the worker's user
+	// (setpriv) before anything of the agent's runs.
+	command = f.User(id).Command(command)
 	var pane string
 	if split {
 		pane, err = f.tmux.SplitWindow(ctx, session, dir, env, command)

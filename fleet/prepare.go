@@ -94,6 +94,11 @@ func (f *Fleet) Prepare(ctx context.Context, j Job) (string, error) {
 	if err := copyIncluded(repo.Root, j.Includes, dir); err != nil {
 		return "", err
 	}
+	// What git and the copies just wrote is the lead's: the worker's user
+	// gets it before the line is typed.
+	if err := f.User(j.Worker).GiveTree(dir); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+	}
 	f.log.Info("worktree ready", "plan", j.Plan, "worker", j.Worker, "branch", branch, "base", git.Short(base), "new", created)
 	return base, nil
 }
@@ -113,7 +118,10 @@ func (f *Fleet) takeBranch(ctx context.Context, branch, dir string, j Job) error
 	if err := saveLeftovers(ctx, other, filepath.Base(holder), j.Includes, f.log); err != nil {
 		return err
 	}
-	return other.Detach(ctx, "HEAD")
+	if err := other.Detach(ctx, "HEAD"); err != nil {
+		return err
+	}
+	return f.User(filepath.Base(holder)).GiveTree(holder)
 }
 
 // saveLeftovers commits whatever is uncommitted in a worktree onto its

@@ -33,6 +33,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/runas"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -61,6 +62,9 @@ type Job struct {
 	// ends up in the worker's worktree (and on its branch).
 	Rev    string
 	Worker string // whose work it is (the setup command's ORCH_WORKER)
+	// As is the worker's user (orch.yaml's run_as), nil for the lead's:
+	// the gates run as the user whose code they test, never as the lead.
+	As *runas.User
 }
 
 // Finished is the end of a Job: "passed", or what failed.
@@ -159,7 +163,7 @@ func (r *Runner) run(j Job) (Finished, bool) {
 		}
 	}
 	for _, c := range j.Cmds {
-		res := RunTracked(dir, c, r.cfg.Timeout, r.Track)
+		res := RunTracked(dir, c, r.cfg.Timeout, j.As, r.Track)
 		results = append(results, res)
 		if res.Failed() {
 			verdict = res.Summary()
@@ -192,7 +196,11 @@ func (r *Runner) tree(j Job) (string, func(), error) {
 		done()
 		return "", nil, err
 	}
-	if err := Setup(r.cfg.Conf, dir, j.Plan, j.Worker, r.Track); err != nil {
+	if err := j.As.GiveTree(dir); err != nil {
+		done()
+		return "", nil, err
+	}
+	if err := Setup(r.cfg.Conf, dir, j.Plan, j.Worker, j.As, r.Track); err != nil {
 		done()
 		return "", nil, err
 	}

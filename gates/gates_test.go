@@ -29,7 +29,7 @@ func TestMeasure(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.cmd, func(t *testing.T) {
-			v, why := Measure(dir, tc.cmd)
+			v, why := Measure(dir, tc.cmd, nil)
 			if tc.wantErr != "" {
 				if v != nil || !strings.Contains(why, tc.wantErr) {
 					t.Errorf("Measure(%q) = %v, %q; want no value and %q", tc.cmd, v, why, tc.wantErr)
@@ -79,7 +79,7 @@ func TestRunTrackedStartsOnlyOnceRecorded(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	var calls []string
-	r := RunTracked(dir, "echo $$ > ran", 10*time.Second, func(pgid int, running bool) error {
+	r := RunTracked(dir, "echo $$ > ran", 10*time.Second, nil, func(pgid int, running bool) error {
 		if running {
 			// The shell is up, in its own group, and waits for the go. (That
 			// it cannot run the command before the go is shown by the
@@ -108,7 +108,7 @@ func TestRunTrackedStartsOnlyOnceRecorded(t *testing.T) {
 	// shell gets no go and ends without running the command.
 	os.Remove(marker)
 	calls = nil
-	r = RunTracked(dir, "echo $$ > ran", 10*time.Second, func(pgid int, running bool) error {
+	r = RunTracked(dir, "echo $$ > ran", 10*time.Second, nil, func(pgid int, running bool) error {
 		calls = append(calls, fmt.Sprint(running))
 		return errors.New("disk full")
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/runas"
 )
 
 // DefaultGateTimeout bounds one acceptance command.
@@ -54,7 +55,7 @@ func (r Result) Summary() string {
 // Run runs one shell command in dir with a deadline enforced by killing
 // its process group.
 func Run(dir, cmdline string, timeout time.Duration) Result {
-	return RunTracked(dir, cmdline, timeout, nil)
+	return RunTracked(dir, cmdline, timeout, nil, nil)
 }
 
 // RunTracked is Run that reports the process group it started (running
@@ -65,9 +66,12 @@ func Run(dir, cmdline string, timeout time.Duration) Result {
 // closes the pipe, and started failing closes it too: the shell then exits
 // (97) without running the command. No command runs unrecorded.
 //
+// as, when set, is the worker's user the command runs as (orch.yaml's
+// run_as), with its HOME and git's leave to work in dir.
+//
 // The wall time is a duration read off the monotonic clock, not a time of
 // day, so it takes no injected clock.
-func RunTracked(dir, cmdline string, timeout time.Duration, started func(pgid int, running bool) error) Result {
+func RunTracked(dir, cmdline string, timeout time.Duration, as *runas.User, started func(pgid int, running bool) error) Result {
 	res := Result{Cmd: cmdline, Exit: -1}
 	script := cmdline
 	var goR, goW *os.File
@@ -81,7 +85,10 @@ func RunTracked(dir, cmdline string, timeout time.Duration, started func(pgid in
 	}
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: as.Credential()}
+	if as != nil {
+		cmd.Env = as.Environ(os.Environ(), dir)
+	}
 	// A background child that keeps the output pipes open must not hold the
 	// result: once sh has exited, Wait gives up on the pipes after this.
 	cmd.WaitDelay = 2 * time.Second
@@ -168,8 +175,9 @@ func (t *tailBuffer) String() string {
 // Measure runs a bet's metric command and reads the one number it prints
 // (the last non-empty line of its output). A failure or no number is an
 // error that says so; it is never turned into a value.
-func Measure(root, cmdline string) (*float64, string) {
-	r := Run(root, cmdline, metricTimeout)
+// It runs as as when that is set (the worker's user, in its worktree).
+func Measure(root, cmdline string, as *runas.User) (*float64, string) {
+	r := RunTracked(root, cmdline, metricTimeout, as, nil)
 	if r.Failed() {
 		return nil, fmt.Sprintf("metric command %q: %s", cmdline, strings.TrimPrefix(r.Summary(), "gate "+strconv.Quote(cmdline)+" "))
 	}

@@ -453,7 +453,7 @@ func (in *integration) combine(s Step, tip, branch string) (string, Step) {
 		if p := in.st.Plans[s.Plan]; p != nil {
 			worker = p.Worker
 		}
-		if err := gates.Setup(in.conf, dir, s.Plan, worker, nil); err != nil {
+		if err := gates.Setup(in.conf, dir, s.Plan, worker, nil, nil); err != nil {
 			s.Outcome, s.Reason = Failed, err.Error()
 			return "", s
 		}

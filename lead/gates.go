@@ -19,7 +19,7 @@ import (
 
 // gateJob is the gate run for p's current attempt.
 func (l *Loop) gateJob(ctx context.Context, p *state.Run, cmds []string) gates.Job {
-	j := gates.Job{Plan: p.Name, Attempt: p.Attempts, Cmds: cmds, Dir: l.cfg.Root, Worker: p.Worker}
+	j := gates.Job{Plan: p.Name, Attempt: p.Attempts, Cmds: cmds, Dir: l.cfg.Root, Worker: p.Worker, As: l.fleet.User(p.Worker)}
 	if l.isolated() {
 		if sha, err := l.repo.RevParse(ctx, "refs/heads/"+fleet.PlanBranch(p.Name)); err == nil {
 			j.Rev = sha

@@ -322,7 +322,7 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
 		h.note = state.Noted("harvested " + git.Short(sha))
 		if b := h.def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
-			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd)
+			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd, l.fleet.User(p.Worker))
 			delete(l.turn.tidy, p.Worker) // the metric command may have left files
 		}
 		if len(h.def.Acceptance) > 0 {

@@ -310,6 +310,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	default:
 		return fmt.Errorf("serve: %w: isolation %q: want %s or %s", config.ErrInvalid, cfg.Isolation, config.Worktree, config.Shared)
 	}
+	if len(l.conf.RunAs) > 0 && l.conf.Isolation != config.Worktree {
+		return fmt.Errorf("serve: %w: run_as needs isolation %s (a worker of its own user edits its own worktree, not the repo's checkout)", config.ErrInvalid, config.Worktree)
+	}
 	if _, err := fleet.Includes(ctx, l.repo); err != nil {
 		return fmt.Errorf("serve: %w (fix it and commit)", err)
 	}
@@ -317,11 +320,19 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	l.st.Prune(cfg.Now())
-	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: workerIDs(cfg.Workers, l.st), Logger: l.log})
+	ids := workerIDs(cfg.Workers, l.st)
+	users, err := l.workerUsers(ids)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: ids, Logger: l.log})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.b.Shutdown()
+	if err := l.shareWithWorkers(users); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	l.prefix = l.b.Prefix()
 	connLost := make(chan struct{})
 	if l.nc, err = l.b.ConnectLead(nats.ClosedHandler(func(*nats.Conn) { close(connLost) })); err != nil {
@@ -336,9 +347,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	panes := !headless && (cfg.Workers > 0 || l.st.Session != "")
 	l.fleet, err = fleet.New(fleet.Config{Root: cfg.Root, OrchDir: l.orchDir, Repo: l.repo, Panes: panes,
 		TmuxSocket: cfg.TmuxSocket, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
-		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.prefix,
+		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.prefix, Users: users,
 		// The gates' runner, made below, tracks the setup's process group.
-		Setup:  func(dir, plan, worker string) error { return gates.Setup(l.conf, dir, plan, worker, l.gates.Track) },
+		Setup: func(dir, plan, worker string) error {
+			return gates.Setup(l.conf, dir, plan, worker, l.fleet.User(worker), l.gates.Track)
+		},
 		Logger: l.log, Now: cfg.Now, Fault: l.fault})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -307,7 +307,7 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 	// loop, before the worker can change anything; a second attempt keeps
 	// the first baseline (the first worker may have changed things).
 	if b := def.Bet; b != nil && b.MetricCmd != "" && p.Baseline == nil && p.BaselineErr == "" {
-		p.Baseline, p.BaselineErr = gates.Measure(l.workDir(w.ID), b.MetricCmd)
+		p.Baseline, p.BaselineErr = gates.Measure(l.workDir(w.ID), b.MetricCmd, l.fleet.User(w.ID))
 		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
 	}
 	now := l.cfg.Now().UTC()

@@ -115,6 +115,9 @@ func scriptParams(dir string) testscript.Params {
 				_, err := exec.LookPath("tmux")
 				return err == nil, nil
 			}
+			if cond == "runas" {
+				return condRunAs()
+			}
 			if cond == "root" {
 				// root ignores file modes: a chmod cannot make a directory unwritable.
 				return os.Geteuid() == 0, nil
@@ -133,6 +136,8 @@ func scriptParams(dir string) testscript.Params {
 			"checkreport": cmdCheckReport,
 			"checkdeps":   cmdCheckDeps,
 			"hidetmux":    cmdHideTmux,
+			"unixuser":    cmdUnixUser,
+			"opendirs":    cmdOpenDirs,
 		},
 	}
 }

@@ -419,7 +419,7 @@ func CheckBets(ctx context.Context, root string, now func() time.Time) ([]CheckR
 			out = append(out, r)
 			continue
 		}
-		v, why := gates.Measure(root, cmdline)
+		v, why := gates.Measure(root, cmdline, nil)
 		err := WithGitLock(root, func() error {
 			if err := ledgerAppendOnly(ctx, repo, root); err != nil {
 				return err

@@ -1,0 +1,127 @@
+package lead
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/runas"
+)
+
+// Workers of their own Unix users (orch.yaml's run_as). The lead stays
+// root; each worker's agent, setup, gates and metric commands run as its
+// user, which gets its worktree, its agent's files and its own key, may
+// write into the spool and search the folders on the way, and nothing
+// more: the lead's key, the other workers' keys, state.json and the
+// stream stay root's alone.
+
+// workerUsers looks up each worker's user; none without run_as.
+func (l *Loop) workerUsers(ids []string) (map[string]*runas.User, error) {
+	if len(l.conf.RunAs) == 0 {
+		return nil, nil
+	}
+	if err := runas.Allowed(); err != nil {
+		return nil, err
+	}
+	users := map[string]*runas.User{}
+	byName := map[string]*runas.User{}
+	for _, id := range ids {
+		n, _ := strconv.Atoi(strings.TrimPrefix(id, "w"))
+		name, err := l.conf.RunAs.For(n)
+		if err != nil {
+			return nil, err
+		}
+		u := byName[name]
+		if u == nil {
+			if u, err = runas.Lookup(name); err != nil {
+				return nil, err
+			}
+			byName[name] = u
+		}
+		users[id] = u
+	}
+	return users, nil
+}
+
+// shareWithWorkers sets the folders of .orch/ as the workers' users need
+// them (searchable, not listable; the spool writable, sticky), hands each
+// its key, and checks, as each user, that it can reach everything it
+// needs: a worker that could not would start and never call back. Without
+// run_as the folders are the lead's alone again.
+func (l *Loop) shareWithWorkers(users map[string]*runas.User) error {
+	search, spool := os.FileMode(0o700), os.FileMode(0o700)
+	if len(users) > 0 {
+		search, spool = 0o711, 0o733|os.ModeSticky
+	}
+	creds := filepath.Join(l.orchDir, orchdir.Creds)
+	for _, d := range []string{l.orchDir, filepath.Join(l.orchDir, orchdir.Worktrees), filepath.Join(l.orchDir, orchdir.Agents),
+		filepath.Join(l.orchDir, orchdir.Gates), creds, filepath.Join(creds, orchdir.WorkerKeys)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(d, search); err != nil {
+			return err
+		}
+	}
+	sp := filepath.Join(l.orchDir, orchdir.Spool)
+	if err := os.MkdirAll(sp, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(sp, spool); err != nil {
+		return err
+	}
+	path := os.Getenv("PATH")
+	if l.cfg.BinDir != "" {
+		path = l.cfg.BinDir + string(os.PathListSeparator) + path
+	}
+	notify := "orch-notify"
+	if l.cfg.BinDir != "" {
+		notify = filepath.Join(l.cfg.BinDir, notify)
+	}
+	for _, id := range sortedIDs(users) {
+		u := users[id]
+		key := orchdir.WorkerKey(l.orchDir, id)
+		if err := u.Give(key); err != nil {
+			return err
+		}
+		probes := []runas.Probe{{What: "read", Path: key}, {What: "write", Path: sp}, {What: "write", Path: u.Home},
+			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Worktrees)}, {What: "search", Path: filepath.Join(l.orchDir, orchdir.Agents)},
+			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Gates)}, {What: "run", Path: notify}}
+		if prog := l.agentProgram(); prog != "" {
+			probes = append(probes, runas.Probe{What: "run", Path: prog})
+		}
+		if err := u.Check(path, probes...); err != nil {
+			return fmt.Errorf("worker %s (run_as %s): %w", id, u.Name, err)
+		}
+		l.log.Info("worker runs as its own user", "worker", id, "user", u.Name, "uid", u.UID)
+	}
+	return nil
+}
+
+// plainWord is a program name or path a shell runs as it is written.
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
+
+// agentProgram is the program the workers' agent command starts, when it
+// can be read off the command line ("" when it cannot, e.g. a variable).
+func (l *Loop) agentProgram() string {
+	cmd := l.cfg.Agent
+	if p := l.cfg.Profile; p != nil {
+		cmd = p.Interactive
+		if l.cfg.Headless {
+			cmd = p.Headless
+		}
+	}
+	f := strings.Fields(cmd)
+	if len(f) == 0 || !plainWord.MatchString(f[0]) || strings.Contains(f[0], "=") {
+		return ""
+	}
+	return f[0]
+}
+
+func sortedIDs(m map[string]*runas.User) []string { return slices.Sorted(maps.Keys(m)) }
