@@ -46,6 +46,9 @@ func TestAgents(t *testing.T) {
 				return err == nil, nil
 			}
 		}
+		if c == "claude-for-all" {
+			return claudeForAll()
+		}
 		return cond(c)
 	}
 	setup := p.Setup
@@ -57,9 +60,11 @@ func TestAgents(t *testing.T) {
 		// XDG folders, no proxy that would take loopback traffic.
 		for _, k := range []string{"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 			"CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL",
-			"OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME", "GOOGLE_CLOUD_PROJECT", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "TMUX", "TMUX_TMPDIR"} {
+			"OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME", "GOOGLE_CLOUD_PROJECT", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "TMUX"} {
 			env.Setenv(k, "")
 		}
+		// TMUX_TMPDIR stays the script's own (scriptParams): its cleanup
+		// kills the tmux server there.
 		env.Setenv("NO_PROXY", "127.0.0.1,localhost")
 		// Leave nothing running: every process whose environment names
 		// this script's .orch is killed when the script ends (and the
@@ -183,4 +188,30 @@ type leftReporter struct {
 
 func (r leftReporter) Fatalf(format string, args ...any) {
 	r.ts.Fatalf(format+":\n%s", append(args, strings.Join(*r.left, "\n"))...)
+}
+
+// claudeForAll is the claude-for-all condition: the claude on PATH can be
+// run by other users (every folder above it searchable by all), as a
+// run_as worker needs. .ci/install-agents installs there when root; where
+// ORCH_REQUIRE_RUNAS=1, one closed to others is an error, never a skip.
+func claudeForAll() (bool, error) {
+	p, err := exec.LookPath("claude")
+	if err != nil {
+		return false, nil
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		p = real
+	}
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			if requireRunAs() {
+				return false, fmt.Errorf("claude (%s) is in a folder other users cannot search (%s), and ORCH_REQUIRE_RUNAS=1: install the agents with .ci/install-agents as root (it uses /opt/orch-agents)", p, d)
+			}
+			return false, nil
+		}
+		if d == "/" {
+			return true, nil
+		}
+	}
 }

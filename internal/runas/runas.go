@@ -120,6 +120,10 @@ func (u *User) Env(env map[string]string, dirs ...string) {
 		return
 	}
 	env["HOME"], env["USER"], env["LOGNAME"] = u.Home, u.Name, u.Name
+	// The lead's TMPDIR may be a folder of its own (root's, 0700); the
+	// user's programs need one they can write (Claude Code makes
+	// $TMPDIR/claude-<uid> as it starts).
+	env["TMPDIR"] = "/tmp"
 	n := 0
 	for _, d := range dirs {
 		if d == "" {

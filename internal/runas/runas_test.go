@@ -114,7 +114,7 @@ func TestCommandAndEnv(t *testing.T) {
 	}
 	env := map[string]string{"HOME": "/root"}
 	u.Env(env, "/repo/.orch/worktrees/w1", "", "/repo")
-	want := map[string]string{"HOME": "/home/orch-w1", "USER": "orch-w1", "LOGNAME": "orch-w1", "GIT_CONFIG_COUNT": "2",
+	want := map[string]string{"HOME": "/home/orch-w1", "TMPDIR": "/tmp", "USER": "orch-w1", "LOGNAME": "orch-w1", "GIT_CONFIG_COUNT": "2",
 		"GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "/repo/.orch/worktrees/w1", "GIT_CONFIG_KEY_1": "safe.directory", "GIT_CONFIG_VALUE_1": "/repo"}
 	for k, v := range want {
 		if env[k] != v {
