@@ -367,8 +367,13 @@ func (s *Sessions) screenChanged(ctx context.Context, st *state.State, pane stri
 			s.cfg.Schedule(ctx)
 		}
 	case p != nil && p.Worker == w.ID && p.IdleEvent != "":
-		s.settled(st, p, w) // the screen settled after the turn's end
-		s.cfg.Schedule(ctx)
+		// A change that draws the error decides the turn's end at once;
+		// any other (a spinner going, the prompt redrawn) leaves it to the
+		// settle timer, since the error may still be on its way.
+		if _, failed := s.fleet.FailedOnScreen(ctx, w, p.Name); failed {
+			s.settled(st, p, w)
+			s.cfg.Schedule(ctx)
+		}
 	case p != nil && p.Worker == w.ID && p.Typed && p.State == state.PlanDispatched:
 		if screen, err := s.fleet.Capture(ctx, w); err == nil && fleet.CountLine(screen, p.Name) > p.Echo {
 			s.submit(ctx, st, w, p)
@@ -501,8 +506,8 @@ func (s *Sessions) idle(st *state.State, e event.Event) (*event.Callback, state.
 		return s.agentFailed(st, e)
 	} else if s.fleet.ShowsFailures(w) && p.IdleEvent == "" {
 		// The error may not be drawn yet: the turn's end is decided when
-		// the screen has settled (the next screen read, or settleTimeout),
-		// from the state saved with this event.
+		// the screen draws it, or else at settleTimeout, from the state
+		// saved with this event.
 		p.IdleEvent = e.ID
 		c := startCheck{worker: w.ID, idle: p.Name, attempt: p.Attempts}
 		s.cfg.After(func(*state.State) { time.AfterFunc(settleTimeout, func() { s.send(Check{start: &c}) }) })
