@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/orch-dev/orch/internal/runas"
 )
 
 // File is the config file's name at the repo root.
@@ -111,8 +113,6 @@ func (u Users) For(n int) (string, error) {
 	return "", fmt.Errorf("%w: run_as names %d users, and there is a worker w%d: name one user per worker, or one for all", ErrInvalid, len(u), n)
 }
 
-var userName = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-
 // Duration is a time.Duration written as "90s" or "5m".
 type Duration time.Duration
 
@@ -176,7 +176,7 @@ func Parse(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%w: integrate %q: want %s or %s", ErrInvalid, c.Integrate, Merge, Rebase)
 	}
 	for i, n := range c.RunAs {
-		if !userName.MatchString(n) {
+		if !runas.ValidName(n) {
 			return nil, fmt.Errorf("%w: run_as %q: not a Unix user name (lower-case letters, digits, - and _)", ErrInvalid, n)
 		}
 		if slices.Contains(c.RunAs[:i], n) {

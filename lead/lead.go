@@ -330,9 +330,6 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.b.Shutdown()
-	if err := l.shareWithWorkers(users); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
 	l.prefix = l.b.Prefix()
 	connLost := make(chan struct{})
 	if l.nc, err = l.b.ConnectLead(nats.ClosedHandler(func(*nats.Conn) { close(connLost) })); err != nil {
@@ -357,6 +354,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.fleet.Close() // wakes every pane and process watcher
+	// Before any worker starts: the folders, keys and checks its user needs.
+	if err := l.shareWithWorkers(users); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	l.sessions = l.newSessions()
 	defer l.sessions.Close()
 

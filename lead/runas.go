@@ -5,11 +5,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/runas"
 )
@@ -80,11 +81,7 @@ func (l *Loop) shareWithWorkers(users map[string]*runas.User) error {
 	if l.cfg.BinDir != "" {
 		path = l.cfg.BinDir + string(os.PathListSeparator) + path
 	}
-	notify := "orch-notify"
-	if l.cfg.BinDir != "" {
-		notify = filepath.Join(l.cfg.BinDir, notify)
-	}
-	for _, id := range sortedIDs(users) {
+	for _, id := range slices.Sorted(maps.Keys(users)) {
 		u := users[id]
 		key := orchdir.WorkerKey(l.orchDir, id)
 		if err := u.Give(key); err != nil {
@@ -92,7 +89,7 @@ func (l *Loop) shareWithWorkers(users map[string]*runas.User) error {
 		}
 		probes := []runas.Probe{{What: "read", Path: key}, {What: "write", Path: sp}, {What: "write", Path: u.Home},
 			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Worktrees)}, {What: "search", Path: filepath.Join(l.orchDir, orchdir.Agents)},
-			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Gates)}, {What: "run", Path: notify}}
+			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Gates)}, {What: "run", Path: l.fleet.NotifyBin()}}
 		if prog := l.agentProgram(); prog != "" {
 			probes = append(probes, runas.Probe{What: "run", Path: prog})
 		}
@@ -104,24 +101,11 @@ func (l *Loop) shareWithWorkers(users map[string]*runas.User) error {
 	return nil
 }
 
-// plainWord is a program name or path a shell runs as it is written.
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9_./+-]+$`)
-
-// agentProgram is the program the workers' agent command starts, when it
-// can be read off the command line ("" when it cannot, e.g. a variable).
+// agentProgram is the program the workers' agent command starts, as the
+// PATH check at start reads it.
 func (l *Loop) agentProgram() string {
-	cmd := l.cfg.Agent
 	if p := l.cfg.Profile; p != nil {
-		cmd = p.Interactive
-		if l.cfg.Headless {
-			cmd = p.Headless
-		}
+		return p.Program()
 	}
-	f := strings.Fields(cmd)
-	if len(f) == 0 || !plainWord.MatchString(f[0]) || strings.Contains(f[0], "=") {
-		return ""
-	}
-	return f[0]
+	return agent.Profile{Profile: config.Profile{Interactive: l.cfg.Agent}}.Program()
 }
-
-func sortedIDs(m map[string]*runas.User) []string { return slices.Sorted(maps.Keys(m)) }

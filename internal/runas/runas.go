@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -221,7 +222,7 @@ func closedAbove(p string, u *User) string {
 			if m&0o100 == 0 {
 				return d
 			}
-		case st.Gid == u.GID || containsGID(u.Groups, st.Gid):
+		case st.Gid == u.GID || slices.Contains(u.Groups, st.Gid):
 			if m&0o010 == 0 {
 				return d
 			}
@@ -230,15 +231,6 @@ func closedAbove(p string, u *User) string {
 		}
 	}
 	return ""
-}
-
-func containsGID(gs []uint32, g uint32) bool {
-	for _, x := range gs {
-		if x == g {
-			return true
-		}
-	}
-	return false
 }
 
 // quote is s in single quotes for sh.
