@@ -40,7 +40,7 @@ type Profile struct {
 
 // builtins are the profiles orch knows without an orch.yaml.
 var builtins = map[string]config.Profile{
-	"claude": {Interactive: "claude", Headless: "claude -p {prompt}", Version: "claude --version", Hooks: HooksClaude},
+	"claude": {Interactive: "claude", Headless: "claude -p --output-format json {prompt}", Version: "claude --version", Hooks: HooksClaude},
 	"codex":  {Interactive: "codex", Headless: "codex exec {prompt}", Version: "codex --version", Hooks: HooksCodex},
 	"gemini": {Interactive: "gemini", Headless: "gemini -p {prompt}", Version: "gemini --version", Hooks: HooksGemini},
 	"aider":  {Interactive: "aider", Headless: "aider --yes-always --message {prompt}", Version: "aider --version"},

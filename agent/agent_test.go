@@ -48,7 +48,7 @@ func TestResolve(t *testing.T) {
 		{"gemini", "gemini", "gemini", "gemini -p {prompt}", HooksGemini},
 		{"aider", "aider", "aider", "aider --yes-always --message {prompt}", ""},
 		// orch.yaml overrides one field; the others stay the built-in's.
-		{"claude", "claude", "claude --model opus", "claude -p {prompt}", HooksClaude},
+		{"claude", "claude", "claude --model opus", "claude -p --output-format json {prompt}", HooksClaude},
 		{"  mine ", "mine", "my-agent --tui", "my-agent run --prompt {prompt} --quiet", ""},
 		// A profile name with more words keeps the profile and its hooks.
 		{"codex --model o3", "codex", "codex --model o3", "codex exec {prompt} --model o3", HooksCodex},
@@ -87,7 +87,7 @@ func TestHeadlessCommandQuotesThePrompt(t *testing.T) {
 		profile string
 		want    string
 	}{
-		{"claude", "claude -p " + Quote(prompt)},
+		{"claude", "claude -p --output-format json " + Quote(prompt)},
 		{"aider", "aider --yes-always --message " + Quote(prompt)},
 		{"my-agent --flag", "my-agent --flag " + Quote(prompt)},
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/orch-dev/orch/telemetry"
 )
 
 // Version is the schema version written into every event.
@@ -69,6 +71,9 @@ type Event struct {
 	// Attempt ties a lead record (gated, regate) to one attempt of its plan.
 	Attempt int       `json:"attempt,omitempty"`
 	Time    time.Time `json:"time"`
+	// Usage is what the agent recorded it used in the turn an idle (or
+	// failed) event ends: read by orch-notify from the agent's own files.
+	Usage *telemetry.Usage `json:"usage,omitempty"`
 }
 
 // New returns an event with a fresh id and the current time. The status is
@@ -143,7 +148,7 @@ func WorkerInboxOf(id string) string { return WorkerInbox + "." + id }
 
 // Marshal encodes the event as one line of JSON.
 func (e Event) Marshal() []byte {
-	b, _ := json.Marshal(e) // cannot fail: only strings, ints and a time
+	b, _ := json.Marshal(e) // cannot fail: strings, ints, a time, and a Usage whose cost is a JSON number (Check)
 	return b
 }
 
@@ -158,6 +163,11 @@ func Parse(data []byte) (Event, error) {
 		return Event{}, err
 	}
 	e.Status = Clean(e.Status)
+	if e.Usage != nil {
+		u := *e.Usage
+		u.Source, u.Plan, u.Model, u.Missing = Clean(u.Source), Clean(u.Plan), Clean(u.Model), Clean(u.Missing)
+		e.Usage = &u
+	}
 	return e, nil
 }
 
@@ -181,9 +191,22 @@ func (e Event) Check() error {
 		return fmt.Errorf("%w: worker id %q is invalid", ErrMalformed, e.Worker)
 	case e.Pane != "" && !validPane(e.Pane):
 		return fmt.Errorf("%w: pane %q is not a tmux pane id", ErrMalformed, e.Pane)
+	case e.Usage != nil && !CarriesUsage(e.Kind):
+		return fmt.Errorf("%w: usage on a %s event (only on idle, done or failed)", ErrMalformed, e.Kind)
+	case e.Usage != nil:
+		if err := e.Usage.Check(); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if e.Usage.Plan != "" && CheckPlanName(e.Usage.Plan) != nil {
+			return fmt.Errorf("%w: usage of plan %q, not a plan name", ErrMalformed, e.Usage.Plan)
+		}
 	}
 	return nil
 }
+
+// CarriesUsage says whether an event of kind k may carry a Usage: the
+// ends of an agent's turn.
+func CarriesUsage(k Kind) bool { return k == Idle || k == Done || k == Failed }
 
 func knownKind(k Kind) bool {
 	switch k {

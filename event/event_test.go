@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/orch-dev/orch/telemetry"
 )
 
 func TestClean(t *testing.T) {
@@ -220,5 +222,58 @@ func TestDispatchedPlan(t *testing.T) {
 		if got := DispatchedPlan(text); got != want {
 			t.Errorf("DispatchedPlan(%q) = %q; want %q", text, got, want)
 		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	n, neg := int64(12), int64(-3)
+	good := func() *telemetry.Usage {
+		return &telemetry.Usage{Source: telemetry.SourceClaudeTranscript, Plan: "p", Model: "claude-opus-5-5", Input: &n, Output: &n, Messages: 2}
+	}
+	for _, k := range []Kind{Idle, Done, Failed} {
+		e := New(k, "p", "", "w1", "h")
+		e.Usage = good()
+		got, err := Parse(e.Marshal())
+		if err != nil {
+			t.Fatalf("%s with usage: %v", k, err)
+		}
+		if got.Usage == nil || *got.Usage.Input != 12 || got.Usage.Model != "claude-opus-5-5" || got.Usage.Messages != 2 {
+			t.Errorf("%s: usage %+v after a round trip", k, got.Usage)
+		}
+	}
+	tests := []struct {
+		name, why string
+		kind      Kind
+		mut       func(u *telemetry.Usage)
+	}{
+		{"on a started event", "usage on a started event", Started, func(*telemetry.Usage) {}},
+		{"on a blocked event", "usage on a blocked event", Blocked, func(*telemetry.Usage) {}},
+		{"a negative count", "input_tokens is -3", Idle, func(u *telemetry.Usage) { u.Input = &neg }},
+		{"a negative cache count", "cache_write_tokens is -3", Done, func(u *telemetry.Usage) { u.CacheWrite = &neg }},
+		{"a made-up source", `unknown source "guess"`, Idle, func(u *telemetry.Usage) { u.Source = "guess" }},
+		{"no source", `unknown source ""`, Idle, func(u *telemetry.Usage) { u.Source = "" }},
+		{"a bad plan name", `usage of plan "../x"`, Idle, func(u *telemetry.Usage) { u.Plan = "../x" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := New(tc.kind, "p", "", "w1", "h")
+			e.Usage = good()
+			tc.mut(e.Usage)
+			_, err := Parse(e.Marshal())
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Parse = %v; want ErrMalformed saying %q", err, tc.why)
+			}
+		})
+	}
+	// Text from a transcript reaches the screen only escaped.
+	e := New(Idle, "p", "", "w1", "h")
+	e.Usage = good()
+	e.Usage.Model, e.Usage.Missing = "m\x1b[2J", "cut\nshort"
+	got, err := Parse(e.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Usage.Model != `m\x1b[2J` || got.Usage.Missing != `cut\nshort` {
+		t.Errorf("model %q missing %q; want them escaped", got.Usage.Model, got.Usage.Missing)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -274,7 +275,25 @@ func plansOf(events []event.Event) string {
 // and its bet (a bet with a metric command carries the lead loop's own
 // measurements, never what the worker wrote).
 func Entry(p *state.Run, def *state.Def) ledger.Entry {
-	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent}
+	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent,
+		Attempt: p.Attempts, Attempts: slices.Clone(p.History), DependsOn: def.DependsOn, VerifyOf: p.VerifyOf,
+		Usage: p.Usage, Gates: p.GateStatus}
+	if n := len(en.Attempts); n > 0 {
+		a := &en.Attempts[n-1]
+		en.Profile = a.Profile
+		if a.Usage == nil {
+			a.Usage = p.Usage
+		}
+		if a.End == nil {
+			// The attempt is still open on the record (its gates, its
+			// verification): its work ended with the worker's done.
+			end := p.DoneTime.UTC()
+			a.End, a.Outcome, a.Gates = &end, string(state.PlanDone), p.GateStatus
+		}
+	}
+	if v := p.Verification; v != nil && v.Outcome != "" {
+		en.Verdict = v.Outcome
+	}
 	if b := def.Bet; b != nil && b.Metric != "" {
 		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
 		if b.MetricCmd != "" {
@@ -283,6 +302,36 @@ func Entry(p *state.Run, def *state.Def) ledger.Entry {
 		}
 	}
 	return en
+}
+
+// TrailerFact names the event a ledger fact (ledger.Fact) came from.
+const TrailerFact = "Orch-Fact"
+
+// Fact appends a later fact about a ledger entry (its usage, its verdict)
+// and commits it, once: the same fact again writes and commits nothing.
+func (h *Harvester) Fact(ctx context.Context, f ledger.Fact, plan string) error {
+	return h.locked(ctx, func() error {
+		data, err := ledger.Read(h.cfg.Root)
+		if err != nil {
+			return err
+		}
+		if err := h.appendOnly(ctx, data); err != nil {
+			return err
+		}
+		if _, err := ledger.AddFact(h.cfg.Root, f); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("ledger fact #%d: %s of %s\n\n%s: %s\n", f.ID, f.Type, plan, TrailerFact, f.Event)
+		_, err = h.cfg.Repo.Commit(ctx, msg, ledger.File)
+		if errors.Is(err, git.ErrNothingToCommit) {
+			err = nil // appended and committed before a crash
+		}
+		if err == nil {
+			data, rerr := ledger.Read(h.cfg.Root)
+			h.ledger, h.ledgerKnown = data, rerr == nil
+		}
+		return err
+	})
 }
 
 // Ledger appends the entries (one read, one write) and commits the ledger
@@ -455,7 +504,7 @@ func Def(root string, p *state.Run) *state.Def {
 		return p.Def
 	}
 	if d, err := plans.Load(root, p.Name); err == nil {
-		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet}
+		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet, DependsOn: d.DependsOn}
 	}
 	return &state.Def{}
 }

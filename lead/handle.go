@@ -141,6 +141,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
 	before, pending := l.st.Snapshot(), len(l.pending)
+	l.noteEvent(ctx, e)
 	var n state.Note
 	switch e.Kind {
 	case event.Dispatch:
@@ -162,7 +163,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	case event.Integrated:
 		cb, n = l.integrated(ctx, e)
 	case event.Exited:
-		cb, n = l.exited(e)
+		cb, n = l.exited(ctx, e)
 	case event.Prepared:
 		cb, n = l.prepared(ctx, e)
 	case event.NeedsInput:
@@ -272,6 +273,7 @@ func (l *Loop) gated(ctx context.Context, e event.Event) (*event.Callback, state
 		return nil, state.Note{}, fmt.Errorf("gates %s: %w", e.Plan, err)
 	}
 	p.Gates = false
+	recordGates(p, e.Status)
 	w := l.st.Worker(p.Worker)
 	if e.Status != "passed" {
 		p.State, p.Reason, p.Updated = state.PlanFailed, e.Status, l.cfg.Now().UTC()
@@ -315,7 +317,13 @@ func (l *Loop) free(w *state.Worker) { w.Free(l.cfg.Now()) }
 
 // publishCallback stores the callback for orch wait (through l.publish:
 // the broker, or a unit test's record).
-func (l *Loop) publishCallback(cb *event.Callback) error { return l.publish(cb) }
+func (l *Loop) publishCallback(cb *event.Callback) error {
+	err := l.publish(cb)
+	if err == nil && l.board != nil {
+		l.board.Said(*cb, l.cfg.Now())
+	}
+	return err
+}
 
 // toBroker publishes a callback on the broker. Its message id is derived
 // from the event id, so a redelivered event does not wake the lead twice.

@@ -66,6 +66,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/board"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
@@ -122,6 +123,9 @@ type Config struct {
 	// there (an unreadable one is moved aside first). Without it, a missing
 	// state.json is rebuilt by itself (see loadState).
 	Rebuild bool
+	// OnBoard, when set, is given the boards' publisher once it runs
+	// (orch serve --http follows it).
+	OnBoard func(*board.Publisher)
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -185,6 +189,8 @@ type Loop struct {
 	// turn is what one turn of the loop (one event or wake-up, its
 	// harvests and the dispatches they free) reads once and shares.
 	turn turn
+	// board sends the record to the live boards after each save.
+	board *board.Publisher
 }
 
 // turn is kept for one turn of the loop, then dropped.
@@ -337,6 +343,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer l.nc.Close()
 	l.log.Info("broker up", "url", l.b.URL())
+	if err := l.boardUp(ctx); err != nil {
+		return fmt.Errorf("serve: board: %w", err)
+	}
 
 	headless := cfg.Workers > 0 && cfg.Headless
 	// A tmux fleet from an earlier run may still be there with no workers
@@ -535,7 +544,11 @@ func (l *Loop) drain() {
 // and pending work started only once a save succeeds (unsaved).
 func (l *Loop) save() error {
 	l.saves++
+	l.st.Track(l.cfg.Now(), l.profile())
 	err := l.st.Save(l.orchDir)
 	l.unsaved = err != nil
+	if err == nil {
+		l.offerFrame()
+	}
 	return err
 }

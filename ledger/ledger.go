@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/orch-dev/orch/telemetry"
 )
 
 // File is the ledger's name, relative to the repository root.
@@ -61,6 +63,64 @@ type Entry struct {
 	AtHarvestError string     `json:"at_harvest_error,omitempty"`
 	CheckError     string     `json:"check_error,omitempty"` // the last orch ledger check that could not measure
 	CheckedAt      *time.Time `json:"checked_at,omitempty"`
+
+	// What the fleet spent on the plan, for orch stats and the boards.
+	// Profile is the harvested attempt's agent profile, Attempt its
+	// number; Attempts lists the plan's attempts up to this harvest, the
+	// harvested one last (earlier ones ended failed, blocked, taken back).
+	Profile   string    `json:"profile,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	Attempts  []Attempt `json:"attempts,omitempty"`
+	DependsOn []string  `json:"depends_on,omitempty"`
+	VerifyOf  string    `json:"verify_of,omitempty"` // set on a verification plan's entry
+	// Usage is what the harvested attempt's agent recorded it used (a
+	// "usage" record when it came after the harvest); nil when nothing
+	// was reported, Usage.Missing when it could not be read.
+	Usage *telemetry.Usage `json:"usage,omitempty"`
+	// Gates is the harvested attempt's gate run: "passed", or "" when the
+	// plan has no gates (earlier attempts' runs are in Attempts).
+	Gates string `json:"gates,omitempty"`
+	// Verdict is how verification of this entry ended: verified or
+	// refuted (a "verdict" record).
+	Verdict string `json:"verdict,omitempty"`
+}
+
+// Attempt is one attempt of a plan: from the moment a worker was given it
+// to the moment it left that worker, and how.
+type Attempt struct {
+	N       int        `json:"n"`
+	Worker  string     `json:"worker"`
+	Host    string     `json:"host,omitempty"`
+	Profile string     `json:"profile,omitempty"`
+	Start   time.Time  `json:"start"`
+	End     *time.Time `json:"end,omitempty"` // nil while it runs
+	// Outcome is how the attempt ended (the plan's state then): done,
+	// blocked, failed, or "taken back" from the worker.
+	Outcome string `json:"ended,omitempty"`
+	// NeedsInput counts the times the attempt waited for a person; Gates
+	// is its gate run's outcome ("passed" or why not; "" without one).
+	NeedsInput int              `json:"needs_input,omitempty"`
+	Gates      string           `json:"gates,omitempty"`
+	Usage      *telemetry.Usage `json:"usage,omitempty"`
+}
+
+// Fact kinds: what a record adds to an entry after its harvest.
+const (
+	FactUsage   = "usage"
+	FactVerdict = "verdict"
+)
+
+// Fact is a later record about entry ID: its attempt's usage (reported at
+// the agent's turn end, after the harvest) or its verification's verdict
+// (orch verify on a plan already ledgered). Event is the event it
+// came from, so it is recorded once however often that event comes.
+type Fact struct {
+	Type   string           `json:"type"`
+	ID     int              `json:"id"`
+	Event  string           `json:"event"`
+	Status string           `json:"status,omitempty"`
+	Usage  *telemetry.Usage `json:"usage,omitempty"`
+	Time   time.Time        `json:"time"`
 }
 
 // IsBet reports whether the entry claims to move a metric.
@@ -89,6 +149,7 @@ type anyRecord struct {
 	Outcome  string    `json:"outcome"`
 	Error    string    `json:"error"`
 	Time     time.Time `json:"time"`
+	Event    string    `json:"event"`
 }
 
 // checkRecord is a measurement attempt that produced no value.
@@ -168,11 +229,78 @@ func parse(data []byte) ([]Entry, error) {
 			}
 			at := rec.Time
 			entries[i].CheckError, entries[i].CheckedAt = rec.Error, &at
+		case FactUsage, FactVerdict:
+			var f Fact
+			if err := json.Unmarshal(line, &f); err != nil {
+				return nil, bad("%v", err)
+			}
+			i, ok := index[f.ID]
+			if !ok {
+				return nil, bad("%s record for unknown id %d", f.Type, f.ID)
+			}
+			fold(&entries[i], f)
 		default:
 			return nil, bad("unknown type %q", rec.Type)
 		}
 	}
 	return entries, nil
+}
+
+// fold gives entry e what fact f records; a later fact of a kind replaces
+// an earlier one.
+func fold(e *Entry, f Fact) {
+	switch f.Type {
+	case FactUsage:
+		e.Usage = f.Usage
+		if n := len(e.Attempts); n > 0 {
+			e.Attempts[n-1].Usage = f.Usage
+		}
+	case FactVerdict:
+		e.Verdict = f.Status
+	}
+}
+
+// AddFact appends fact f about an existing entry, once: a fact from an
+// event already recorded (f.Event) writes nothing and returns false.
+func AddFact(root string, f Fact) (bool, error) {
+	switch {
+	case f.Type != FactUsage && f.Type != FactVerdict:
+		return false, fmt.Errorf("fact: %w: unknown type %q", ErrBadEntry, f.Type)
+	case f.Event == "":
+		return false, fmt.Errorf("fact: %w: no event id", ErrBadEntry)
+	case f.Type == FactUsage && f.Usage == nil:
+		return false, fmt.Errorf("fact: %w: usage record without usage", ErrBadEntry)
+	}
+	data, err := readLedger(root)
+	if err != nil {
+		return false, fmt.Errorf("fact: %w", err)
+	}
+	entries, err := parse(data)
+	if err != nil {
+		return false, fmt.Errorf("fact: %w", err)
+	}
+	if _, ok := Find(entries, f.ID); !ok {
+		return false, fmt.Errorf("fact %d: %w", f.ID, ErrNoEntry)
+	}
+	if hasFact(data, f.Type, f.Event) {
+		return false, nil
+	}
+	f.Time = f.Time.UTC().Truncate(time.Second)
+	if err := appendLine(root, data, f); err != nil {
+		return false, fmt.Errorf("fact: %w", err)
+	}
+	return true, nil
+}
+
+// hasFact says whether the ledger holds a fact of kind typ from event ev.
+func hasFact(data []byte, typ, ev string) bool {
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var rec anyRecord
+		if json.Unmarshal(line, &rec) == nil && rec.Type == typ && rec.Event == ev {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendAll appends several entries with one read, one write and one fsync

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orch-dev/orch/telemetry"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -373,5 +375,45 @@ func TestCheckAppendOnly(t *testing.T) {
 	}
 	if err := CheckAppendOnly(nil, []byte("{}\n")); err != nil {
 		t.Errorf("a ledger not committed yet: %v", err)
+	}
+}
+
+// A fact is folded into its entry, recorded once per event, and refused
+// for an entry that is not there.
+func TestFacts(t *testing.T) {
+	root := t.TempDir()
+	e, _, err := Append(root, Entry{Plan: "a", Worker: "w1", Status: "ok", Commit: "abc", Time: time.Now(), Event: "ev1",
+		Attempts: []Attempt{{N: 1, Worker: "w1", Start: time.Now()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := int64(42)
+	u := &telemetry.Usage{Source: telemetry.SourceClaudeTranscript, Input: &in}
+	for i := 0; i < 2; i++ {
+		added, err := AddFact(root, Fact{Type: FactUsage, ID: e.ID, Event: "idle1", Usage: u, Time: time.Now()})
+		if err != nil || added != (i == 0) {
+			t.Fatalf("AddFact #%d = %v, %v; want added only the first time", i+1, added, err)
+		}
+	}
+	if _, err := AddFact(root, Fact{Type: FactVerdict, ID: e.ID, Event: "v1", Status: "refuted", Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AddFact(root, Fact{Type: FactVerdict, ID: 99, Event: "v2", Status: "verified"}); !errors.Is(err, ErrNoEntry) {
+		t.Errorf("fact for a missing entry: %v, want ErrNoEntry", err)
+	}
+	if _, err := AddFact(root, Fact{Type: FactUsage, ID: e.ID, Event: "x"}); !errors.Is(err, ErrBadEntry) {
+		t.Errorf("usage fact without usage: %v, want ErrBadEntry", err)
+	}
+	got, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := got[0]
+	if g.Usage == nil || *g.Usage.Input != 42 || g.Attempts[0].Usage == nil || g.Verdict != "refuted" {
+		t.Errorf("entry after facts = %+v", g)
+	}
+	data, _ := Read(root)
+	if n := strings.Count(string(data), `"type":"usage"`); n != 1 {
+		t.Errorf("%d usage records, want 1", n)
 	}
 }

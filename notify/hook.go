@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/telemetry"
 )
 
 // MaxHookInput bounds the hook JSON orch-notify reads.
@@ -35,7 +36,7 @@ var errHookInput = errors.New("unusable hook input")
 // stderr. The event is kept like any orch-notify event: acknowledged by
 // the broker, or spooled.
 func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
-	e, send, err := hookEvent(args, env, stdin)
+	e, send, data, err := hookEvent(args, env, stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "orch-notify hook: %v; nothing sent\n", err)
 		return exitKept
@@ -55,6 +56,7 @@ func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
 			e.Plan, e.Attempt = p, n
 		}
 	}
+	e.Usage = hookUsage(args[0], data, e, env)
 	cfg, err := WorkerConfig(env, cwd)
 	if err != nil {
 		fmt.Fprintf(stderr, "orch-notify hook: %s not kept: %v\n", e.Kind, err)
@@ -74,47 +76,47 @@ func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
 	return exitKept
 }
 
-func hookEvent(args []string, env Env, stdin io.Reader) (event.Event, bool, error) {
+func hookEvent(args []string, env Env, stdin io.Reader) (e event.Event, send bool, data []byte, err error) {
 	if len(args) == 0 {
-		return event.Event{}, false, fmt.Errorf("%w: want orch-notify hook claude (JSON on stdin) or orch-notify hook codex <json>", errUsage)
+		return e, false, nil, fmt.Errorf("%w: want orch-notify hook claude (JSON on stdin) or orch-notify hook codex <json>", errUsage)
 	}
 	worker := env("ORCH_WORKER")
 	if !event.ValidWorker(worker) {
-		return event.Event{}, false, fmt.Errorf("%w: ORCH_WORKER=%q is not a worker id like w1 (orch serve sets it in every worker's pane)", errUsage, worker)
+		return e, false, nil, fmt.Errorf("%w: ORCH_WORKER=%q is not a worker id like w1 (orch serve sets it in every worker's pane)", errUsage, worker)
 	}
-	var (
-		data []byte
-		err  error
-	)
 	switch args[0] {
 	case "claude":
 		if len(args) != 1 {
-			return event.Event{}, false, fmt.Errorf("%w: hook claude reads its JSON on stdin and takes no arguments", errUsage)
+			return e, false, nil, fmt.Errorf("%w: hook claude reads its JSON on stdin and takes no arguments", errUsage)
 		}
 		data, err = readBounded(stdin)
 		if err != nil {
-			return event.Event{}, false, err
+			return e, false, nil, err
 		}
-		return ClaudeHookEvent(data, worker)
+		e, send, err = ClaudeHookEvent(data, worker)
+		return e, send, data, err
 	case "gemini":
 		if len(args) != 1 {
-			return event.Event{}, false, fmt.Errorf("%w: hook gemini reads its JSON on stdin and takes no arguments", errUsage)
+			return e, false, nil, fmt.Errorf("%w: hook gemini reads its JSON on stdin and takes no arguments", errUsage)
 		}
 		data, err = readBounded(stdin)
 		if err != nil {
-			return event.Event{}, false, err
+			return e, false, nil, err
 		}
-		return GeminiHookEvent(data, worker)
+		e, send, err = GeminiHookEvent(data, worker)
+		return e, send, data, err
 	case "codex":
 		if len(args) != 2 {
-			return event.Event{}, false, fmt.Errorf("%w: hook codex takes one JSON argument", errUsage)
+			return e, false, nil, fmt.Errorf("%w: hook codex takes one JSON argument", errUsage)
 		}
 		if len(args[1]) > MaxHookInput {
-			return event.Event{}, false, fmt.Errorf("%w: over %d bytes", errHookInput, MaxHookInput)
+			return e, false, nil, fmt.Errorf("%w: over %d bytes", errHookInput, MaxHookInput)
 		}
-		return CodexHookEvent([]byte(args[1]), worker)
+		data = []byte(args[1])
+		e, send, err = CodexHookEvent(data, worker)
+		return e, send, data, err
 	}
-	return event.Event{}, false, fmt.Errorf("%w: unknown hook style %q (want claude, codex or gemini)", errUsage, args[0])
+	return e, false, nil, fmt.Errorf("%w: unknown hook style %q (want claude, codex or gemini)", errUsage, args[0])
 }
 
 // readBounded reads at most MaxHookInput bytes; more is an error (and the
@@ -336,6 +338,93 @@ func GeminiHookEvent(data []byte, worker string) (e event.Event, send bool, err 
 		return e, false, fmt.Errorf("%w: no hook_event_name", errHookInput)
 	}
 	return e, false, nil
+}
+
+// hookUsage is what the agent recorded it used for e's plan (Claude Code
+// in a pane: the last plan dispatched to the session; headless: its run's
+// plan; Codex: the plan of the turn's input), on the events that end a turn: Claude Code's Stop and
+// StopFailure read its transcript, Codex's agent-turn-complete its
+// rollout. Gemini CLI's hook input carries no usage (0.61: AfterAgent has
+// the prompt and the response, not their tokens; its transcript_path, a
+// chat recording, is not read here): nil. Reading never
+// fails the hook: what cannot be read is said in the Usage's Missing.
+func hookUsage(style string, data []byte, e event.Event, env Env) *telemetry.Usage {
+	if !event.CarriesUsage(e.Kind) || e.Status == event.StillIdle {
+		return nil
+	}
+	var u *telemetry.Usage
+	switch style {
+	case "claude":
+		// In a pane, the turn is the last dispatched plan's: when Stop
+		// runs, the checkout may be on the next plan's branch already
+		// (orch hands the worker its next plan on done). A headless run
+		// has one plan, ORCH_PLAN.
+		plan := ""
+		if env("ORCH_PLAN") != "" {
+			plan = e.Plan
+		}
+		u = ClaudeHookUsage(data, plan)
+	case "codex":
+		u = CodexHookUsage(data, e.Plan, env)
+	}
+	if u != nil && u.Check() != nil {
+		// A usage the lead would refuse must not cost it the event.
+		return &telemetry.Usage{Source: u.Source, Plan: u.Plan, Missing: "the agent's record does not add up: " + u.Check().Error()}
+	}
+	return u
+}
+
+// ClaudeHookUsage reads the transcript a Stop or StopFailure hook input
+// names (transcript_path, given in interactive and -p sessions alike) for
+// plan's attempt; nil for other hook events.
+func ClaudeHookUsage(data []byte, plan string) *telemetry.Usage {
+	var in struct {
+		HookEventName  string `json:"hook_event_name"`
+		TranscriptPath string `json:"transcript_path"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(data), &in) != nil || (in.HookEventName != "Stop" && in.HookEventName != "StopFailure") {
+		return nil
+	}
+	if in.TranscriptPath == "" {
+		return &telemetry.Usage{Source: telemetry.SourceClaudeTranscript, Plan: plan, Missing: "the hook input names no transcript_path"}
+	}
+	u := telemetry.ClaudeTranscriptFile(in.TranscriptPath, plan)
+	return &u
+}
+
+// CodexHookUsage reads the rollout of the thread an agent-turn-complete
+// notify names (thread-id), under CODEX_HOME (orch sets it in a worker's
+// environment, and Codex passes it on to its notify program) or else
+// ~/.codex, for plan's attempt; nil for other notify types.
+func CodexHookUsage(data []byte, plan string, env Env) *telemetry.Usage {
+	var in struct {
+		Type     string `json:"type"`
+		ThreadID string `json:"thread-id"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(data), &in) != nil || in.Type != "agent-turn-complete" {
+		return nil
+	}
+	missing := func(why string) *telemetry.Usage {
+		return &telemetry.Usage{Source: telemetry.SourceCodexRollout, Plan: plan, Missing: why}
+	}
+	if in.ThreadID == "" {
+		return missing("the notify names no thread-id")
+	}
+	home := env("CODEX_HOME")
+	if home == "" {
+		if h := env("HOME"); h != "" {
+			home = filepath.Join(h, ".codex")
+		}
+	}
+	if home == "" {
+		return missing("neither CODEX_HOME nor HOME is set: no rollout to read")
+	}
+	path, err := telemetry.FindCodexRollout(home, in.ThreadID)
+	if err != nil {
+		return missing(err.Error())
+	}
+	u := telemetry.CodexRolloutFile(path, plan)
+	return &u
 }
 
 func firstNonEmpty(s ...string) string {

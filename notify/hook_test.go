@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/telemetry"
 )
 
 // worktreeOnPlan makes a linked worktree of root on branch orch/<plan>.
@@ -282,5 +284,174 @@ func TestGeminiHookEvent(t *testing.T) {
 	}
 	if _, send, err := GeminiHookEvent([]byte(`{}`), "w4"); send || err == nil {
 		t.Errorf("no hook_event_name: send %v, err %v; want an error", send, err)
+	}
+}
+
+// The fixtures of package telemetry: a real Claude Code transcript (p1,
+// p2, apierr) and a real Codex rollout (p1, p2, p1 again).
+const (
+	claudeFixture = "../telemetry/testdata/claude-transcript.jsonl"
+	codexFixture  = "../telemetry/testdata/codex-rollout.jsonl"
+	codexThread   = "01a24278-7b92-7780-8ef1-45cfe046725f"
+)
+
+// codexHome makes a CODEX_HOME holding the fixture rollout where Codex
+// 0.171.0 writes it.
+func codexHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	data, err := os.ReadFile(codexFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, "sessions", "2026", "12", "04")
+	os.MkdirAll(dir, 0o755)
+	if err := os.WriteFile(filepath.Join(dir, "rollout-2026-12-04T19-12-01-"+codexThread+".jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+func TestClaudeHookUsage(t *testing.T) {
+	abs, _ := filepath.Abs(claudeFixture)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, json, plan string
+		nilUsage         bool
+		output           int64  // -1: unknown
+		missing          string // a part of Missing
+	}{
+		// As Claude Code 2.1.332 sends it, headless (-p) too.
+		{"stop", `{"session_id":"81c11f0e","transcript_path":"` + abs + `","cwd":"/x","hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"Finished p2."}`,
+			"p2", false, 161, ""},
+		{"stop, plan unknown: the last dispatched", `{"transcript_path":"` + abs + `","hook_event_name":"Stop"}`, "", false, 0, ""},
+		{"stop failure", `{"transcript_path":"` + abs + `","hook_event_name":"StopFailure","error":"unknown"}`, "apierr", false, 0, ""},
+		{"no transcript_path", `{"hook_event_name":"Stop"}`, "p1", false, -1, "names no transcript_path"},
+		{"transcript gone", `{"transcript_path":"/nonexistent/t.jsonl","hook_event_name":"Stop"}`, "p1", false, -1, "transcript unreadable"},
+		{"a FIFO is not read (it would block)", `{"transcript_path":"` + fifo + `","hook_event_name":"Stop"}`, "p1", false, -1, "not a regular file"},
+		{"not a turn's end", `{"transcript_path":"` + abs + `","hook_event_name":"UserPromptSubmit"}`, "p1", true, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := ClaudeHookUsage([]byte(tt.json), tt.plan)
+			if tt.nilUsage {
+				if u != nil {
+					t.Errorf("usage %+v; want none", u)
+				}
+				return
+			}
+			if u == nil {
+				t.Fatal("no usage")
+			}
+			if u.Source != telemetry.SourceClaudeTranscript || !strings.Contains(u.Missing, tt.missing) || tt.missing == "" && u.Missing != "" {
+				t.Errorf("source %q missing %q; want %q", u.Source, u.Missing, tt.missing)
+			}
+			switch {
+			case tt.output < 0 && u.Output != nil:
+				t.Errorf("output %d; want unknown", *u.Output)
+			case tt.output >= 0 && (u.Output == nil || *u.Output != tt.output):
+				t.Errorf("output %v; want %d", u.Output, tt.output)
+			}
+		})
+	}
+}
+
+func TestCodexHookUsage(t *testing.T) {
+	home := codexHome(t)
+	notify := `{"type":"agent-turn-complete","thread-id":"` + codexThread + `","turn-id":"t","cwd":"/x","client":"codex_exec","input-messages":["Read plans/p2/PLAN.md and execute it exactly."],"last-assistant-message":"Finished p2."}`
+	env := func(vars ...string) Env {
+		return func(k string) string {
+			for i := 0; i+1 < len(vars); i += 2 {
+				if vars[i] == k {
+					return vars[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	u := CodexHookUsage([]byte(notify), "p2", env("CODEX_HOME", home))
+	// 80062-39068 input, 16000 of it cached; 433-215 output (see package
+	// telemetry's test).
+	if u == nil || u.Missing != "" || u.Input == nil || *u.Input != 24994 || *u.CacheRead != 16000 || *u.Output != 218 || u.Model != "gpt-5.5" {
+		t.Errorf("CODEX_HOME: usage %+v", u)
+	}
+	// Without CODEX_HOME: ~/.codex.
+	hd := t.TempDir()
+	os.Rename(home, filepath.Join(hd, ".codex"))
+	if u := CodexHookUsage([]byte(notify), "p2", env("HOME", hd)); u == nil || u.Input == nil || *u.Input != 24994 {
+		t.Errorf("HOME: usage %+v", u)
+	}
+	for name, tc := range map[string]struct {
+		json, missing string
+		env           Env
+	}{
+		"unknown thread": {strings.Replace(notify, codexThread, "0000aaaa-0000-0000-0000-000000000000", 1), "no Codex rollout", env("HOME", hd)},
+		"no thread-id":   {`{"type":"agent-turn-complete"}`, "no thread-id", env("HOME", hd)},
+		"no home":        {notify, "neither CODEX_HOME nor HOME", env()},
+	} {
+		u := CodexHookUsage([]byte(tc.json), "p2", tc.env)
+		if u == nil || u.Input != nil || !strings.Contains(u.Missing, tc.missing) {
+			t.Errorf("%s: usage %+v; want unknown counts and Missing saying %q", name, u, tc.missing)
+		}
+	}
+	if u := CodexHookUsage([]byte(`{"type":"approval-requested"}`), "p2", env("HOME", hd)); u != nil {
+		t.Errorf("other notify: usage %+v; want none", u)
+	}
+}
+
+// TestHookSendsUsage: the idle event orch-notify hook keeps carries the
+// usage of the turn's plan, and passes the lead's check; a Codex turn's
+// plan comes from its dispatch line.
+func TestHookSendsUsage(t *testing.T) {
+	root := repoWithOrch(t)
+	spool := filepath.Join(root, orchdir.Name, orchdir.Spool)
+	home := codexHome(t)
+	env := func(k string) string {
+		switch k {
+		case "ORCH_WORKER":
+			return "w1"
+		case "ORCH_DIR":
+			return filepath.Join(root, orchdir.Name)
+		case "ORCH_NOTIFY_TIMEOUT":
+			return "200ms"
+		case "CODEX_HOME":
+			return home
+		}
+		return ""
+	}
+	abs, _ := filepath.Abs(claudeFixture)
+	var stderr bytes.Buffer
+	if code := Hook([]string{"claude"}, env, strings.NewReader(`{"transcript_path":"`+abs+`","cwd":"`+root+`","hook_event_name":"Stop"}`), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	notify := `{"type":"agent-turn-complete","thread-id":"` + codexThread + `","cwd":"` + root + `","input-messages":["Read plans/p2/PLAN.md and execute it exactly. First run orch-notify started p2."]}`
+	if code := Main([]string{"hook", "codex", notify}, env, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	events, bad, err := event.ReadSpool(spool)
+	if err != nil || len(bad) != 0 || len(events) != 2 {
+		t.Fatalf("spool: %v, %v, %v; want two events", events, bad, err)
+	}
+	got := map[string]*telemetry.Usage{}
+	for _, se := range events {
+		e := se.Event
+		if e.Kind != event.Idle || e.Usage == nil {
+			t.Fatalf("spooled %+v; want idle with usage", e)
+		}
+		if err := e.Check(); err != nil {
+			t.Errorf("spooled event fails the lead's check: %v", err)
+		}
+		got[e.Usage.Source] = e.Usage
+	}
+	// The main checkout names no plan: the transcript's last plan (apierr,
+	// which used nothing); the Codex turn's dispatch line names p2.
+	if u := got[telemetry.SourceClaudeTranscript]; u == nil || u.Plan != "apierr" || u.Output == nil || *u.Output != 0 {
+		t.Errorf("claude usage %+v", u)
+	}
+	if u := got[telemetry.SourceCodexRollout]; u == nil || u.Plan != "p2" || u.Output == nil || *u.Output != 218 {
+		t.Errorf("codex usage %+v", u)
 	}
 }

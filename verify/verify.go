@@ -144,6 +144,9 @@ func (r *Rounds) Verdicts(ctx context.Context, st *state.State, vp *state.Run) (
 	}
 	if g := v.Record(vp.Round, vp.Worker, got); g != nil {
 		v.Outcome = string(state.PlanRefuted)
+		if err := r.ledgerVerdict(ctx, parent, vp); err != nil {
+			return nil, err
+		}
 		parent.State, parent.Reason, parent.Updated = state.PlanRefuted,
 			fmt.Sprintf("claim %d %s by %s in round %d: %s", g.Claim, strings.ToLower(g.Verdict), vp.Worker, vp.Round, g.Evidence), r.Now().UTC()
 		if err := r.commitMatrix(ctx, parent); err != nil {
@@ -156,20 +159,37 @@ func (r *Rounds) Verdicts(ctx context.Context, st *state.State, vp *state.Run) (
 		v.Round++
 		return nil, r.queueRound(ctx, st, parent)
 	}
-	if !v.Ledgered {
-		got, err := r.Harvester.Ledger(ctx, []ledger.Entry{harvest.Entry(parent, harvest.Def(r.Root, parent))})
-		if err != nil {
-			return nil, err
-		}
-		v.Ledgered, parent.Ledger = true, got[0].ID
-	}
 	v.Outcome = string(state.PlanVerified)
+	if err := r.ledgerVerdict(ctx, parent, vp); err != nil {
+		return nil, err
+	}
 	parent.State, parent.Reason, parent.Updated = state.PlanVerified, "", r.Now().UTC()
 	if err := r.commitMatrix(ctx, parent); err != nil {
 		return nil, err
 	}
 	r.Log.Info("verified", "plan", parent.Name, "rounds", v.Rounds)
 	return event.NewCallback(event.CallbackVerified, vp.DoneEvent, parent.Name, vp.Worker, "", parent.Result), nil
+}
+
+// ledgerVerdict records how the verification of parent ended (its
+// Outcome, decided by round vp): as a fact about its ledger entry when it
+// has one (orch verify of a plan already done), else, verified, in the
+// entry made now. A refuted plan gets no entry (its VERIFICATION.md
+// commit records the verdict).
+func (r *Rounds) ledgerVerdict(ctx context.Context, parent, vp *state.Run) error {
+	v := parent.Verification
+	switch {
+	case v.Ledgered:
+		return r.Harvester.Fact(ctx, ledger.Fact{Type: ledger.FactVerdict, ID: parent.Ledger, Event: vp.DoneEvent, Status: v.Outcome, Time: r.Now()}, parent.Name)
+	case v.Outcome != string(state.PlanVerified):
+		return nil
+	}
+	got, err := r.Harvester.Ledger(ctx, []ledger.Entry{harvest.Entry(parent, harvest.Def(r.Root, parent))})
+	if err != nil {
+		return err
+	}
+	v.Ledgered, parent.Ledger = true, got[0].ID
+	return nil
 }
 
 // commitMatrix writes VERIFICATION.md in the plan folder and commits it.

@@ -81,6 +81,7 @@ func newRootCmd(s streams) *cobra.Command {
 		newReadCmd(s),
 		newSendCmd(s),
 		newLedgerCmd(s),
+		newStatsCmd(s),
 		newDownCmd(s),
 		newDoctorCmd(s),
 		newDemoCmd(s),

@@ -3,6 +3,8 @@ package state
 import (
 	"fmt"
 	"time"
+
+	"github.com/orch-dev/orch/ledger"
 )
 
 // The changes of a run or a worker that every handler makes the same way.
@@ -76,4 +78,80 @@ func (p *Run) DropSetup() {
 		p.Target = ""
 	}
 	p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+}
+
+// MaxHistory bounds the attempts a run keeps for the boards' timeline.
+const MaxHistory = 20
+
+// Track brings each run's attempt history (the boards' timeline and the
+// ledger's Attempts) up to date with where the run stands now: an attempt
+// opens when the plan is with a worker and closes, with the plan's state
+// as its outcome, when it leaves that worker. It also counts the times an
+// attempt turned needs-input. It is called before every save, so it sees
+// every state a run is saved in, whichever handler moved it.
+func (st *State) Track(now time.Time, profile string) {
+	now = now.UTC()
+	for _, p := range st.Plans {
+		var open *ledger.Attempt
+		if n := len(p.History); n > 0 && p.History[n-1].End == nil {
+			open = &p.History[n-1]
+		}
+		// With its worker: working, its setup running, or its gates.
+		with := p.Worker != "" && (p.State.Working() || p.State == PlanVerifying && p.Gates || p.State == PlanQueued && p.Preparing != 0)
+		if open != nil && (!with || open.Worker != p.Worker || open.N != p.Attempts) {
+			end := now
+			open.End, open.Outcome = &end, outcome(p, open)
+			open = nil
+		}
+		if with && open == nil && !p.closedAttempt(p.Attempts, p.Worker) {
+			host, prof := "", profile
+			if w := st.Worker(p.Worker); w != nil {
+				host = w.Host
+				if w.Profile != "" {
+					prof = w.Profile
+				}
+			}
+			p.History = append(p.History, ledger.Attempt{N: p.Attempts, Worker: p.Worker, Host: host, Profile: prof, Start: now})
+			if n := len(p.History); n > MaxHistory {
+				p.History = append([]ledger.Attempt(nil), p.History[n-MaxHistory:]...)
+			}
+			open = &p.History[len(p.History)-1]
+		}
+		if open != nil {
+			if p.State == PlanNeedsInput && !p.Asking {
+				open.NeedsInput++
+			}
+		}
+		p.Asking = p.State == PlanNeedsInput
+	}
+}
+
+// closedAttempt says whether attempt n on worker already has a closed
+// record: a plan handed back to the same attempt (revived) reopens
+// nothing twice.
+func (p *Run) closedAttempt(n int, worker string) bool {
+	for i := range p.History {
+		if h := &p.History[i]; h.N == n && h.Worker == worker && h.End != nil {
+			if p.State.Working() && h.Outcome == string(PlanFailed) {
+				// Revived: the attempt goes on.
+				h.End, h.Outcome = nil, ""
+				return true
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// outcome is how attempt a ended, from where its run stands now.
+func outcome(p *Run, a *ledger.Attempt) string {
+	switch {
+	case p.Worker != a.Worker || p.Attempts != a.N:
+		if p.State == PlanQueued || p.State.Working() {
+			return "taken back"
+		}
+	case p.State == PlanVerifying:
+		return string(PlanDone) // harvested; others verify it now
+	}
+	return string(p.State)
 }

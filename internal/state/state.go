@@ -16,7 +16,9 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/telemetry"
 )
 
 // WorkerState is where a worker stands, as the contract names it.
@@ -74,6 +76,11 @@ type Worker struct {
 	// Hooked is set once the agent's own hook said it is up, while a
 	// dialog on its screen still held it back.
 	Hooked bool `json:"hooked,omitempty"`
+	// Profile is the agent profile the worker runs; Last is the last
+	// event it sent ("done plan-a") and LastAt when.
+	Profile string    `json:"profile,omitempty"`
+	Last    string    `json:"last,omitempty"`
+	LastAt  time.Time `json:"last_at,omitzero"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
@@ -148,6 +155,16 @@ type Run struct {
 	// Unacked is set when the plan failed because no "started" came: a
 	// late started or done from the same worker still counts.
 	Unacked bool `json:"unacked,omitempty"`
+	// History is the plan's attempts, newest last (Track), at most
+	// MaxHistory; Asking is set while Track saw it needing input.
+	History []ledger.Attempt `json:"history,omitempty"`
+	Asking  bool             `json:"asking,omitempty"`
+	// GateStatus is the last gate run's outcome: "passed" or why not.
+	GateStatus string `json:"gate_status,omitempty"`
+	// Usage is what the current attempt's agent reported it used
+	// (carried by its turn-end event); ledgered with the harvest, or as
+	// a fact after it.
+	Usage *telemetry.Usage `json:"usage,omitempty"`
 }
 
 // Def is the part of PLAN.md's front matter the lead loop enforces.
@@ -155,6 +172,8 @@ type Def struct {
 	Acceptance []string   `json:"acceptance,omitempty"`
 	Verify     int        `json:"verify,omitempty"`
 	Bet        *plans.Bet `json:"bet,omitempty"`
+	// DependsOn is kept for the ledger and orch stats (the critical path).
+	DependsOn []string `json:"depends_on,omitempty"`
 }
 
 // Handled records that an event had its effect, and the callback it

@@ -1,0 +1,101 @@
+package board
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/ledger"
+	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/telemetry"
+)
+
+func TestBuildPutsAlertsFirst(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	end := func(m int) *time.Time { e := t0.Add(time.Duration(m) * time.Minute); return &e }
+	in := int64(1200)
+	st := state.New()
+	st.Workers = []*state.Worker{{ID: "w2", State: state.WorkerBusy, Plan: "ask"}, {ID: "w1", State: state.WorkerIdle}, {ID: "w3", State: state.WorkerDead, Reason: "pane gone"}}
+	st.Plans = map[string]*state.Run{
+		"base": {Name: "base", State: state.PlanDone, Attempts: 1, Usage: &telemetry.Usage{Input: &in},
+			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: t0, End: end(10), Outcome: "done"}}},
+		"ask": {Name: "ask", State: state.PlanNeedsInput, Worker: "w2", Attempts: 1, Reason: "Claude Code asks permission to use Bash",
+			History: []ledger.Attempt{{N: 1, Worker: "w2", Start: t0.Add(10 * time.Minute)}}},
+		"next": {Name: "next", State: state.PlanQueued},
+		"side": {Name: "side", State: state.PlanDone, Attempts: 2, Usage: &telemetry.Usage{Missing: "no transcript"},
+			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: t0, End: end(2), Outcome: "failed"}, {N: 2, Worker: "w1", Start: end(2).Add(0), End: end(4), Outcome: "done"}}},
+	}
+	defs := map[string]*plans.Plan{"ask": {Name: "ask", DependsOn: []string{"base"}}, "next": {Name: "next", DependsOn: []string{"ask"}}, "draft": {Name: "draft"}}
+	v := Build(FrameOf(st, nil, t0), defs, t0.Add(30*time.Minute))
+
+	var order []string
+	for _, p := range v.Plans {
+		order = append(order, p.Name+":"+p.State)
+	}
+	if want := []string{"ask:needs-input", "next:queued", "base:done", "side:done", "draft:draft"}; !slices.Equal(order, want) {
+		t.Errorf("plans in order %v, want %v", order, want)
+	}
+	if len(v.Attention) != 2 || v.Attention[0].Kind != "needs-input" || v.Attention[0].Plan != "ask" || v.Attention[1].Kind != "dead" {
+		t.Errorf("attention = %+v, want needs-input of ask, then dead w3", v.Attention)
+	}
+	if v.Workers[0].Alert != true || v.Workers[0].ID != "w2" && v.Workers[0].ID != "w3" {
+		t.Errorf("workers start with %+v, want an alerted one", v.Workers[0])
+	}
+	if got := v.Plans[1].Waiting; got != "waits for ask (needs-input)" {
+		t.Errorf("next waits %q", got)
+	}
+	if got := v.Plans[2].Tokens; got != "1.2k in" {
+		t.Errorf("base tokens %q", got)
+	}
+	if got := v.Plans[3].Tokens; got != "tokens missing" {
+		t.Errorf("side tokens %q: a usage without counts is missing, never 0", got)
+	}
+	// base (10m) then ask (running, 20m to now): the chain outweighs side (4m).
+	if !slices.Equal(v.Critical, []string{"base", "ask"}) {
+		t.Errorf("critical path %v, want [base ask]", v.Critical)
+	}
+	rows := map[string]Row{}
+	for _, r := range v.Timeline.Rows {
+		rows[r.Worker] = r
+	}
+	if w1 := rows["w1"]; len(w1.Bars) != 3 || w1.Bars[0].Plan != "base" && w1.Bars[0].Plan != "side" {
+		t.Errorf("w1's bars = %+v", w1.Bars)
+	}
+	if w2 := rows["w2"]; len(w2.Bars) != 1 || !w2.Bars[0].Running || !w2.Bars[0].Critical || w2.Bars[0].Outcome != "needs-input" {
+		t.Errorf("w2's bars = %+v, want ask running, critical", w2.Bars)
+	}
+}
+
+func TestCriticalPathSkipsCycles(t *testing.T) {
+	span := map[string]time.Duration{"a": time.Minute, "b": 2 * time.Minute, "c": 5 * time.Minute}
+	deps := map[string][]string{"a": {"b"}, "b": {"a"}, "c": nil}
+	got := CriticalPath(span, func(n string) []string { return deps[n] })
+	if !slices.Equal(got, []string{"c"}) {
+		t.Errorf("critical path %v, want [c] (the a-b cycle is cut: 3m)", got)
+	}
+}
+
+// A follower that does not take frames gets the newest when it does, never
+// a backlog, and Offer never blocks.
+func TestPublisherDropsFramesNotTheLoop(t *testing.T) {
+	p, err := NewPublisher(nil, "orch", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, stop := p.Follow()
+	defer stop()
+	for i := 0; i < 50; i++ {
+		p.Offer(Frame{Session: "s"})
+		p.send()
+	}
+	f, err := ParseFrame(<-ch)
+	if err != nil || f.Seq != 50 {
+		t.Fatalf("follower got seq %d (%v), want the newest, 50", f.Seq, err)
+	}
+	select {
+	case b := <-ch:
+		t.Fatalf("a second frame was queued: %s", b)
+	default:
+	}
+}

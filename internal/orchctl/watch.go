@@ -1,0 +1,157 @@
+package orchctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/nats-io/nats.go"
+
+	"github.com/orch-dev/orch/board"
+	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/notify"
+	"github.com/orch-dev/orch/plans"
+)
+
+// NotServing is a board's note while no orch serve runs.
+const NotServing = "orch serve is not running: this is its last record; the board comes back by itself when it starts"
+
+// Follow feeds show with the board's view of the repo at root until ctx
+// ends: a frame from the lead loop each time it saves (a subscription on
+// the broker), and, while no orch serve runs, the loop's last record from
+// state.json with a note. It learns that orch serve started or stopped
+// from fsnotify on .orch/ and from the broker connection closing, never
+// by looking on a timer. show is called from one goroutine.
+func Follow(ctx context.Context, root string, show func(board.View)) error {
+	od := orchdir.Of(root)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer w.Close()
+	if err := w.Add(od); err != nil {
+		return fmt.Errorf("watch: %w (run orch init first)", err)
+	}
+	frames := make(chan []byte, 1)
+	closed := make(chan struct{}, 1)
+	var nc *nats.Conn
+	defer func() {
+		if nc != nil {
+			nc.Close()
+		}
+	}()
+	connect := func() {
+		if nc != nil && !nc.IsClosed() {
+			return
+		}
+		nc = nil
+		if !Serving(root) {
+			show(offline(root))
+			return
+		}
+		c, err := dialBoard(od, frames, closed)
+		if err != nil {
+			v := offline(root)
+			v.Note = "orch serve is starting or unreachable (" + err.Error() + "); the board connects when its broker is up"
+			show(v)
+			return
+		}
+		nc = c
+	}
+	connect()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case b := <-frames:
+			f, err := board.ParseFrame(b)
+			if err != nil {
+				continue // not a frame of this orch: nothing to show
+			}
+			defs, _, _ := plans.LoadEach(root)
+			show(board.Build(f, defs, time.Now()))
+		case <-closed:
+			nc = nil
+			connect()
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			switch filepath.Base(ev.Name) {
+			case orchdir.Broker, orchdir.ServePID:
+				connect()
+			}
+		case err := <-w.Errors:
+			if err != nil {
+				return fmt.Errorf("watch: %w", err)
+			}
+		}
+	}
+}
+
+// dialBoard connects with the lead's credential, subscribes to frames and
+// asks for the latest one. closed gets a value when the connection ends
+// (orch serve stopped).
+func dialBoard(od string, frames chan []byte, closed chan struct{}) (*nats.Conn, error) {
+	cfg, err := notify.LeadConfig(od)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := notify.Connect(cfg, "orch-watch")
+	if err != nil {
+		return nil, err
+	}
+	nc.SetClosedHandler(func(*nats.Conn) {
+		select {
+		case closed <- struct{}{}:
+		default:
+		}
+	})
+	// Two goroutines deliver: the subscription's, and Follow's own (the
+	// answer to the request below). Only Follow takes frames, so the drain
+	// and the send must be one step: between them, the other deliverer
+	// could fill the slot and leave Follow blocked on sending to itself.
+	var mu sync.Mutex
+	deliver := func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-frames: // the board has not drawn the last one: this one replaces it
+		default:
+		}
+		frames <- b
+	}
+	if _, err := nc.Subscribe(board.Subject(cfg.Prefix), func(m *nats.Msg) { deliver(m.Data) }); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	m, err := nc.Request(board.NowSubject(cfg.Prefix), nil, 3*time.Second)
+	switch {
+	case err == nil:
+		deliver(m.Data)
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout):
+		// An orch serve without a board, or before its first save: frames
+		// come with its next save.
+	default:
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// offline is the view of the loop's last record while it does not run.
+func offline(root string) board.View {
+	st, err := state.Load(orchdir.Of(root))
+	if err != nil {
+		return board.View{Note: "cannot read the lead loop's record: " + err.Error()}
+	}
+	defs, _, _ := plans.LoadEach(root)
+	v := board.Build(board.FrameOf(st, board.SaidOf(st), time.Now()), defs, time.Now())
+	v.Serving, v.Note = false, NotServing
+	return v
+}
