@@ -97,3 +97,26 @@ func (v *Verification) Record(round int, verifier string, got []Verdict) *Verdic
 	}
 	return nil
 }
+
+// MatrixOutcome reads the author and the outcome from a VERIFICATION.md
+// that RenderMatrix wrote ("Author: w2. Rounds: 3. Outcome: **refuted**.");
+// ok is false when data has no such line.
+func MatrixOutcome(data []byte) (author, outcome string, ok bool) {
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, found := strings.CutPrefix(line, "Author: ")
+		if !found {
+			continue
+		}
+		a, rest, found := strings.Cut(rest, ". Rounds: ")
+		if !found {
+			return "", "", false
+		}
+		_, rest, found = strings.Cut(rest, "Outcome: **")
+		if !found {
+			return "", "", false
+		}
+		o, _, found := strings.Cut(rest, "**")
+		return a, o, found && a != "" && o != ""
+	}
+	return "", "", false
+}

@@ -28,3 +28,14 @@ func TestRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestMatrixOutcome(t *testing.T) {
+	v := &Verification{Rounds: 3, Round: 1, Author: "w2", Outcome: "refuted"}
+	a, o, ok := MatrixOutcome([]byte(RenderMatrix("x", v)))
+	if !ok || a != "w2" || o != "refuted" {
+		t.Errorf("MatrixOutcome = %q, %q, %v; want w2, refuted", a, o, ok)
+	}
+	if _, _, ok := MatrixOutcome([]byte("# notes\nAuthor: me\n")); ok {
+		t.Error("a file RenderMatrix did not write was read as a matrix")
+	}
+}

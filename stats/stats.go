@@ -30,9 +30,12 @@
 //     the plans whose first gate run is in the group, those where it was
 //     attempt 1's and passed; a plan first gated on attempt 2 (attempt 1
 //     blocked, say) did not pass first time.
-//   - Refuted: of the group's harvests with a verdict, those refuted. The
-//     verdict is on the verified plan's entry, so it counts against its
-//     author, not the verifier.
+//   - Refuted: of the plans whose verification was decided (verified or
+//     refuted), those refuted, in the group of the author's attempt. The
+//     verdicts come from the plans' committed VERIFICATION.md (a refuted
+//     plan has no ledger entry), else from an entry's verdict; an author
+//     with no attempt in the ledger counts under the profile its other
+//     attempts ran.
 //   - MedianWallS: over the group's harvests, the harvested attempt's
 //     start to end; harvests without both are left out (Have of Of).
 //   - InputTokens, OutputTokens, CacheRead, CacheWrite, CostUSD: for each
@@ -54,6 +57,7 @@ package stats
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -129,6 +133,7 @@ type Idle struct {
 const (
 	gatesPassed = "passed"
 	refuted     = "refuted"
+	verified    = "verified"
 )
 
 // plan is one plan name's entries and attempts.
@@ -149,7 +154,7 @@ type harvest struct {
 // Compute builds the report from the entries in ledger order. deps gives
 // a plan's depends_on where its entries do not record one (ledgers from
 // before they did); it may be nil.
-func Compute(entries []ledger.Entry, deps map[string][]string) Report {
+func Compute(entries []ledger.Entry, deps map[string][]string, verdicts []Verdict) Report {
 	var order []*plan
 	byName := map[string]*plan{}
 	var hs []harvest
@@ -180,16 +185,80 @@ func Compute(entries []ledger.Entry, deps map[string][]string) Report {
 		}
 	}
 
+	judged := judgedAttempts(verdicts, hs, all)
 	r := Report{Profiles: []Row{}, Workers: []Row{}}
-	r.Fleet = row("fleet", order, hs, all, func(ledger.Attempt) bool { return true })
+	r.Fleet = row("fleet", order, hs, all, judged, func(ledger.Attempt) bool { return true })
 	for _, name := range distinct(all, func(a ledger.Attempt) string { return a.Profile }) {
-		r.Profiles = append(r.Profiles, row(name, order, hs, all, func(a ledger.Attempt) bool { return a.Profile == name }))
+		r.Profiles = append(r.Profiles, row(name, order, hs, all, judged, func(a ledger.Attempt) bool { return a.Profile == name }))
 	}
 	for _, name := range distinct(all, func(a ledger.Attempt) string { return a.Worker }) {
-		r.Workers = append(r.Workers, row(name, order, hs, all, func(a ledger.Attempt) bool { return a.Worker == name }))
+		r.Workers = append(r.Workers, row(name, order, hs, all, judged, func(a ledger.Attempt) bool { return a.Worker == name }))
 	}
 	r.Time = fleetTime(order, all, deps)
 	return r
+}
+
+// Verdict is how a plan's verification ended (VERIFICATION.md's header):
+// its author and the outcome (verified, refuted, failed).
+type Verdict struct {
+	Plan    string `json:"plan"`
+	Author  string `json:"author"`
+	Outcome string `json:"outcome"`
+}
+
+// judged is a decided verification: the author's attempt it judged.
+type judged struct {
+	at      ledger.Attempt
+	refuted bool
+}
+
+// judgedAttempts pairs each decided verdict with the author's attempt:
+// the given verdicts first, then those only an entry records.
+func judgedAttempts(verdicts []Verdict, hs []harvest, all []ledger.Attempt) []judged {
+	byPlan := map[string]Verdict{}
+	for _, v := range verdicts {
+		byPlan[v.Plan] = v
+	}
+	for _, h := range hs {
+		if _, ok := byPlan[h.plan.name]; !ok && h.e.Verdict != "" {
+			byPlan[h.plan.name] = Verdict{Plan: h.plan.name, Author: h.at.Worker, Outcome: h.e.Verdict}
+		}
+	}
+	profile := map[string]string{}
+	for _, a := range all {
+		if a.Profile != "" {
+			profile[a.Worker] = a.Profile
+		}
+	}
+	var out []judged
+	for _, name := range slices.Sorted(maps.Keys(byPlan)) {
+		v := byPlan[name]
+		if v.Outcome != refuted && v.Outcome != verified {
+			continue // failed: nobody's claims were judged
+		}
+		at := ledger.Attempt{Worker: v.Author, Profile: profile[v.Author]}
+		for _, a := range all {
+			if a.Worker == v.Author && a.Start.After(at.Start) && planOf(hs, a, name) {
+				at = a
+			}
+		}
+		out = append(out, judged{at: at, refuted: v.Outcome == refuted})
+	}
+	return out
+}
+
+// planOf says whether attempt a is one of plan name's.
+func planOf(hs []harvest, a ledger.Attempt, name string) bool {
+	for _, h := range hs {
+		if h.plan.name == name {
+			for _, b := range h.plan.attempts {
+				if b.N == a.N && b.Worker == a.Worker && b.Start.Equal(a.Start) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // attemptsOf returns e's attempts, with the entry's worker and profile
@@ -230,7 +299,7 @@ func merge(old, a ledger.Attempt) ledger.Attempt {
 	return a
 }
 
-func row(name string, order []*plan, hs []harvest, all []ledger.Attempt, in func(ledger.Attempt) bool) Row {
+func row(name string, order []*plan, hs []harvest, all []ledger.Attempt, judged []judged, in func(ledger.Attempt) bool) Row {
 	r := Row{Name: name}
 	for _, a := range all {
 		if in(a) {
@@ -249,9 +318,11 @@ func row(name string, order []*plan, hs []harvest, all []ledger.Attempt, in func
 		if d, ok := length(h.at); ok {
 			walls = append(walls, d.Seconds())
 		}
-		if h.e.Verdict != "" {
+	}
+	for _, j := range judged {
+		if in(j.at) {
 			r.Refuted.Of++
-			if h.e.Verdict == refuted {
+			if j.refuted {
 				r.Refuted.N++
 			}
 		}

@@ -32,7 +32,7 @@ func fixture(t *testing.T) Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Compute(entries, nil)
+	return Compute(entries, nil, nil)
 }
 
 func val(m Measure) float64 {
@@ -237,7 +237,7 @@ func TestEdges(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tm := Compute(c.entries, c.deps).Time
+			tm := Compute(c.entries, c.deps, nil).Time
 			if got := strings.Join(tm.CriticalPath, " > "); got != c.path || tm.CriticalS != c.crit*60 {
 				t.Errorf("critical path %q %v s, want %q %v s", got, tm.CriticalS, c.path, c.crit*60)
 			}
@@ -252,7 +252,7 @@ func TestEdges(t *testing.T) {
 // times: counted, never timed, its usage used.
 func TestOldEntry(t *testing.T) {
 	in := int64(10)
-	r := Compute([]ledger.Entry{{Plan: "old", Worker: "w1", Usage: &telemetry.Usage{Input: &in}}}, nil)
+	r := Compute([]ledger.Entry{{Plan: "old", Worker: "w1", Usage: &telemetry.Usage{Input: &in}}}, nil, nil)
 	if r.Fleet.Plans != 1 || r.Fleet.Attempts != 1 || r.Time.Timed != 0 || r.Time.Start != nil {
 		t.Errorf("plans %d attempts %d timed %d start %v; want 1 1 0 nil", r.Fleet.Plans, r.Fleet.Attempts, r.Time.Timed, r.Time.Start)
 	}
@@ -266,7 +266,7 @@ func TestOldEntry(t *testing.T) {
 
 func TestText(t *testing.T) {
 	var b bytes.Buffer
-	if err := Compute(nil, nil).WriteText(&b); err != nil || b.String() != "no plans harvested yet\n" {
+	if err := Compute(nil, nil, nil).WriteText(&b); err != nil || b.String() != "no plans harvested yet\n" {
 		t.Errorf("empty ledger: %q, %v", b.String(), err)
 	}
 	b.Reset()
@@ -296,7 +296,7 @@ func TestText(t *testing.T) {
 		prev = []string{name}
 	}
 	b.Reset()
-	Compute(es, nil).WriteText(&b)
+	Compute(es, nil, nil).WriteText(&b)
 	for i, l := range strings.Split(b.String(), "\n") {
 		if len(l) > Width {
 			t.Errorf("long chain: line %d is %d wide: %q", i+1, len(l), l)
@@ -304,5 +304,35 @@ func TestText(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "a-rather-long-plan-name-l\n") {
 		t.Errorf("long chain lost its end:\n%s", b.String())
+	}
+}
+
+// A refuted plan has no ledger entry: its verdict, read from its
+// VERIFICATION.md, counts against its author, under the profile the
+// author's other attempts ran; a verdict given overrides the entry's.
+func TestVerdictsFromTheMatrix(t *testing.T) {
+	entries, err := ledger.Load("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Compute(entries, nil, []Verdict{
+		{Plan: "gone", Author: "w2", Outcome: "refuted"}, // no entry: codex's w2
+		{Plan: "api", Author: "w2", Outcome: "refuted"},  // the matrix says refuted (entry: verified)
+		{Plan: "other", Author: "w9", Outcome: "failed"}, // not decided: not counted
+	})
+	rows := map[string]Row{}
+	for _, x := range append(r.Profiles, r.Workers...) {
+		rows[x.Name] = x
+	}
+	// codex: gone and api, both refuted (the fixture alone: api verified, 0/1).
+	if c := rows["codex"].Refuted; c.N != 2 || c.Of != 2 {
+		t.Errorf("codex refuted %d/%d, want 2/2", c.N, c.Of)
+	}
+	if w := rows["w2"].Refuted; w.N != 2 || w.Of != 2 {
+		t.Errorf("w2 refuted %d/%d, want 2/2", w.N, w.Of)
+	}
+	// fleet: docs (entry verdict, refuted), gone, api: 3 of 3.
+	if f := r.Fleet.Refuted; f.N != 3 || f.Of != 3 {
+		t.Errorf("fleet refuted %d/%d, want 3/3", f.N, f.Of)
 	}
 }

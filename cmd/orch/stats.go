@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -48,10 +50,17 @@ func statsRun(ctx context.Context, o *statsOptions, s streams) error {
 		return fmt.Errorf("stats: %w", err)
 	}
 	deps := map[string][]string{}
+	var verdicts []stats.Verdict
 	for name, p := range all {
 		deps[name] = p.DependsOn
+		// The matrix the lead loop committed: a refuted plan's only record.
+		if data, err := os.ReadFile(filepath.Join(root, plans.Dir, name, plans.VerificationFile)); err == nil {
+			if author, outcome, ok := plans.MatrixOutcome(data); ok {
+				verdicts = append(verdicts, stats.Verdict{Plan: name, Author: author, Outcome: outcome})
+			}
+		}
 	}
-	r := stats.Compute(entries, deps)
+	r := stats.Compute(entries, deps, verdicts)
 	if o.JSON {
 		return writeJSON(s.Out, r)
 	}
