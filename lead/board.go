@@ -63,9 +63,7 @@ func (l *Loop) noteEvent(ctx context.Context, e event.Event) {
 	if e.Worker == "" || event.IsCommand(e.Kind) {
 		return
 	}
-	if w := l.st.Worker(e.Worker); w != nil {
-		w.Last, w.LastAt = strings.TrimSpace(string(e.Kind)+" "+e.Plan), e.Time.UTC()
-	}
+	l.noteLast(e)
 	if e.Usage == nil {
 		return
 	}
@@ -101,6 +99,13 @@ func (l *Loop) noteEvent(ctx context.Context, e event.Event) {
 	if err := l.harvester.Fact(ctx, f, p.Name); err != nil {
 		// Telemetry is never worth an event: it is logged and let go.
 		l.log.Warn("usage not ledgered", "plan", p.Name, "err", err)
+	}
+}
+
+// noteLast records on e's worker what it last said, for the boards.
+func (l *Loop) noteLast(e event.Event) {
+	if w := l.st.Worker(e.Worker); w != nil && e.Worker != "" {
+		w.Last, w.LastAt = strings.TrimSpace(string(e.Kind)+" "+e.Plan), e.Time.UTC()
 	}
 }
 

@@ -171,6 +171,7 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 			l.log.Info(h.note.Text, "kind", h.in.e.Kind, "plan", h.in.e.Plan, "worker", h.in.e.Worker, "event", h.in.e.ID)
 		}
 		l.st.Handled[h.in.e.ID] = &state.Handled{Kind: string(event.Done), Plan: h.in.e.Plan, Time: now, Callback: h.cb, Note: h.note.Text}
+		l.noteLast(h.in.e)
 		delete(l.st.Errors, h.in.e.ID)
 	}
 	// The callbacks go out first, then one save records the harvests and

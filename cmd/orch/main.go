@@ -77,6 +77,7 @@ func newRootCmd(s streams) *cobra.Command {
 		newIntegrateCmd(s),
 		newReportCmd(s),
 		newStatusCmd(s),
+		newWatchCmd(s),
 		newWaitCmd(s),
 		newReadCmd(s),
 		newSendCmd(s),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sys/unix"
 
 	"github.com/orch-dev/orch/board"
 	"github.com/orch-dev/orch/internal/orchdir"
@@ -39,6 +40,12 @@ func Follow(ctx context.Context, root string, show func(board.View)) error {
 	}
 	frames := make(chan []byte, 1)
 	closed := make(chan struct{}, 1)
+	exited := make(chan struct{}, 1)
+	exits, err := newExitWaiter(exited)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer exits.stop()
 	var nc *nats.Conn
 	defer func() {
 		if nc != nil {
@@ -50,15 +57,25 @@ func Follow(ctx context.Context, root string, show func(board.View)) error {
 			return
 		}
 		nc = nil
-		if !Serving(root) {
+		pid := ServePID(root)
+		if pid == 0 {
 			show(offline(root))
 			return
 		}
 		c, err := dialBoard(od, frames, closed)
 		if err != nil {
+			if ServePID(root) == 0 {
+				show(offline(root)) // it stopped while we dialled
+				return
+			}
 			v := offline(root)
 			v.Note = "orch serve is starting or unreachable (" + err.Error() + "); the board connects when its broker is up"
 			show(v)
+			// Its broker may never come up: it is stopping (orch down
+			// closes the broker before it lets go of serve.pid, a kill
+			// closes the sockets in no set order with the lock), and no
+			// file changes after. Its exit is the event that says so.
+			exits.wait(pid)
 			return
 		}
 		nc = c
@@ -68,6 +85,8 @@ func Follow(ctx context.Context, root string, show func(board.View)) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-exited:
+			connect()
 		case b := <-frames:
 			f, err := board.ParseFrame(b)
 			if err != nil {
@@ -154,4 +173,68 @@ func offline(root string) board.View {
 	v := board.Build(board.FrameOf(st, board.SaidOf(st), time.Now()), defs, time.Now())
 	v.Serving, v.Note = false, NotServing
 	return v
+}
+
+// exitWaiter tells Follow when an orch serve it could not reach exits:
+// a pidfd per pid, waited on in poll(2) with an eventfd that stop makes
+// readable, so no waiter outlives Follow. The wait is the kernel's, not
+// a look on a timer.
+type exitWaiter struct {
+	exited  chan<- struct{}
+	stopFD  int
+	wg      sync.WaitGroup
+	waiting map[int]bool // touched by Follow's goroutine only
+}
+
+func newExitWaiter(exited chan<- struct{}) (*exitWaiter, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return &exitWaiter{exited: exited, stopFD: fd, waiting: map[int]bool{}}, nil
+}
+
+// wait sends on exited once pid has exited (at once if it is gone). One
+// waiter per pid.
+func (w *exitWaiter) wait(pid int) {
+	if w.waiting[pid] {
+		return
+	}
+	w.waiting[pid] = true
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		w.signal() // gone already (or no pidfds: look again now)
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(w.stopFD), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
+			if err == unix.EINTR {
+				continue
+			}
+			if err == nil && fds[1].Revents != 0 {
+				return // Follow ended
+			}
+			w.signal()
+			return
+		}
+	}()
+}
+
+func (w *exitWaiter) signal() {
+	select {
+	case w.exited <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends every wait and releases the eventfd.
+func (w *exitWaiter) stop() {
+	unix.Write(w.stopFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	w.wg.Wait()
+	unix.Close(w.stopFD)
 }
