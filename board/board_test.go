@@ -1,7 +1,9 @@
 package board
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,13 +20,13 @@ func TestBuildPutsAlertsFirst(t *testing.T) {
 	st := state.New()
 	st.Workers = []*state.Worker{{ID: "w2", State: state.WorkerBusy, Plan: "ask"}, {ID: "w1", State: state.WorkerIdle}, {ID: "w3", State: state.WorkerDead, Reason: "pane gone"}}
 	st.Plans = map[string]*state.Run{
-		"base": {Name: "base", State: state.PlanDone, Attempts: 1, Usage: &telemetry.Usage{Input: &in},
-			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: t0, End: end(10), Outcome: "done"}}},
+		"base": {Name: "base", State: state.PlanDone, Attempts: 1,
+			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: t0, End: end(10), Outcome: "done", Usage: &telemetry.Usage{Input: &in}}}},
 		"ask": {Name: "ask", State: state.PlanNeedsInput, Worker: "w2", Attempts: 1, Reason: "Claude Code asks permission to use Bash",
 			History: []ledger.Attempt{{N: 1, Worker: "w2", Start: t0.Add(10 * time.Minute)}}},
 		"next": {Name: "next", State: state.PlanQueued},
-		"side": {Name: "side", State: state.PlanDone, Attempts: 2, Usage: &telemetry.Usage{Missing: "no transcript"},
-			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: t0, End: end(2), Outcome: "failed"}, {N: 2, Worker: "w1", Start: end(2).Add(0), End: end(4), Outcome: "done"}}},
+		"side": {Name: "side", State: state.PlanDone, Attempts: 2,
+			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: t0, End: end(2), Outcome: "failed"}, {N: 2, Worker: "w1", Start: end(2).Add(0), End: end(4), Outcome: "done", Usage: &telemetry.Usage{Missing: "no transcript"}}}},
 	}
 	defs := map[string]*plans.Plan{"ask": {Name: "ask", DependsOn: []string{"base"}}, "next": {Name: "next", DependsOn: []string{"ask"}}, "draft": {Name: "draft"}}
 	v := Build(FrameOf(st, nil, t0), defs, t0.Add(30*time.Minute))
@@ -79,7 +81,7 @@ func TestCriticalPathSkipsCycles(t *testing.T) {
 // A follower that does not take frames gets the newest when it does, never
 // a backlog, and Offer never blocks.
 func TestPublisherDropsFramesNotTheLoop(t *testing.T) {
-	p, err := NewPublisher(nil, "orch", nil)
+	p, err := NewPublisher(nil, "orch", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +99,54 @@ func TestPublisherDropsFramesNotTheLoop(t *testing.T) {
 	case b := <-ch:
 		t.Fatalf("a second frame was queued: %s", b)
 	default:
+	}
+}
+
+// A frame over the broker's payload limit goes in parts and comes back
+// whole; a part of a newer frame drops an older one's.
+func TestPartsRoundTrip(t *testing.T) {
+	big := make([]byte, 3*MaxPart+17)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	ms := Parts("orch.board", "s.2", big)
+	if len(ms) != 4 {
+		t.Fatalf("%d parts, want 4", len(ms))
+	}
+	for _, m := range ms {
+		if len(m.Data) > MaxPart {
+			t.Fatalf("a part of %d bytes", len(m.Data))
+		}
+	}
+	var a Assembler
+	old := Parts("orch.board", "s.1", big)
+	a.Add(old[0]) // an older frame, never finished
+	for i, m := range ms {
+		b, done := a.Add(m)
+		if done != (i == len(ms)-1) {
+			t.Fatalf("part %d: done %v", i+1, done)
+		}
+		if done && string(b) != string(big) {
+			t.Fatal("frame put together differs")
+		}
+	}
+	if _, done := a.Add(old[1]); done {
+		t.Error("a stale part finished a frame")
+	}
+}
+
+// A frame of many plans with long texts stays small per plan: texts are
+// cut, attempts carry no usage.
+func TestFrameIsLean(t *testing.T) {
+	st := state.New()
+	long := strings.Repeat("x", 4000)
+	for i := 0; i < 100; i++ {
+		n := fmt.Sprintf("plan-%03d", i)
+		st.Plans[n] = &state.Run{Name: n, State: state.PlanFailed, Reason: long, Status: long, Attempts: 1,
+			History: []ledger.Attempt{{N: 1, Worker: "w1", Start: time.Now(), Usage: &telemetry.Usage{Missing: long}}}}
+	}
+	b := FrameOf(st, nil, time.Now()).Marshal()
+	if per := len(b) / 100; per > 1200 {
+		t.Errorf("%d bytes per plan", per)
 	}
 }

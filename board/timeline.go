@@ -21,13 +21,13 @@ func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []
 	span := map[string]time.Duration{}
 	for _, p := range f.Plans {
 		var first, last time.Time
-		for _, a := range p.History {
+		for _, a := range p.Spans {
 			b := Bar{Plan: p.Name, Attempt: a.N, Start: a.Start, Outcome: a.Outcome}
 			end := now
 			if a.End != nil {
 				b.End, end = *a.End, *a.End
 			} else {
-				b.Running, b.Outcome = true, string(p.State)
+				b.Running, b.Outcome = true, p.State
 			}
 			r := rows[a.Worker]
 			if r == nil {

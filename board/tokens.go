@@ -7,7 +7,7 @@ import (
 	"github.com/orch-dev/orch/telemetry"
 )
 
-// Tokens is a short line of what an attempt's agent used: "12.3k in, 4.1k
+// Tokens is a short line of what an attempt's agent used: "12k in, 4.1k
 // out, 80k cached, $0.02". Unknown counts are left out, never shown as 0;
 // a usage with none says it is missing.
 func Tokens(u *telemetry.Usage) string {
@@ -41,7 +41,7 @@ func Tokens(u *telemetry.Usage) string {
 	return strings.Join(parts, ", ")
 }
 
-// count writes n short: 950, 12.3k, 4.1M.
+// count writes n short: 950, 4.1k, 12k, 4.1M.
 func count(n int64) string {
 	switch {
 	case n >= 1_000_000:

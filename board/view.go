@@ -138,7 +138,7 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 	if f.Errors > 0 {
 		v.Problems = append(v.Problems, fmt.Sprintf("%d events could not be committed yet (orch status says why)", f.Errors))
 	}
-	runs := map[string]*state.Run{}
+	runs := map[string]*PlanFrame{}
 	for i := range f.Plans {
 		runs[f.Plans[i].Name] = &f.Plans[i]
 	}
@@ -156,19 +156,8 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 			row.DependsOn = d.DependsOn
 		}
 		if p := runs[n]; p != nil {
-			row.State, row.Attempt, row.Worker, row.Status, row.Updated = string(p.State), p.Attempts, p.Worker, p.Status, p.Updated
-			row.Since = p.AttemptSince
-			if p.Reason != "" {
-				row.Reason = p.Reason
-			}
-			row.Gates = gates(p)
-			if p.Verification != nil {
-				row.Verdict = p.Verification.Outcome
-				if row.Verdict == "" {
-					row.Verdict = fmt.Sprintf("round %d of %d", p.Verification.Round, p.Verification.Rounds)
-				}
-			}
-			row.Tokens = Tokens(p.Usage)
+			row.State, row.Attempt, row.Worker, row.Status, row.Updated = p.State, p.Attempt, p.Worker, p.Status, p.Updated
+			row.Since, row.Reason, row.Gates, row.Verdict, row.Tokens = p.Since, p.Reason, p.Gates, p.Verdict, p.Tokens
 		}
 		if row.State == string(state.PlanQueued) && d != nil {
 			row.Waiting = waiting(d, runs)
@@ -187,14 +176,14 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 		return a.Name < b.Name
 	})
 	for _, w := range f.Workers {
-		row := WorkerRow{ID: w.ID, State: string(w.State), Plan: w.Plan, Since: w.Since, Reason: w.Reason, Host: w.Host,
+		row := WorkerRow{ID: w.ID, State: w.State, Plan: w.Plan, Since: w.Since, Reason: w.Reason, Host: w.Host,
 			Profile: w.Profile, Headless: w.Headless, Pane: w.Pane, Last: w.Last, LastAt: w.LastAt}
 		if p := runs[w.Plan]; p != nil {
-			if _, ok := alertStates[string(p.State)]; ok {
+			if _, ok := alertStates[p.State]; ok {
 				row.Alert = true
 			}
 		}
-		if w.State == state.WorkerDead {
+		if w.State == string(state.WorkerDead) {
 			row.Alert = true
 			v.Attention = append(v.Attention, Alert{Kind: "dead", Worker: w.ID, Text: firstOf(w.Reason, "its agent is gone"), Since: w.Since})
 		}
@@ -225,34 +214,13 @@ func alertRank(kind string) int {
 	return len(alertStates)
 }
 
-// gates says where a run's acceptance gates stand.
-func gates(p *state.Run) string {
-	if p.Def == nil || len(p.Def.Acceptance) == 0 {
-		return ""
-	}
-	n := len(p.Def.Acceptance)
-	word := "gates"
-	if n == 1 {
-		word = "gate"
-	}
-	switch {
-	case p.Gates:
-		return fmt.Sprintf("%d %s running", n, word)
-	case p.GateStatus == "passed":
-		return fmt.Sprintf("%d %s passed", n, word)
-	case p.GateStatus != "":
-		return fmt.Sprintf("%d %s: %s", n, word, p.GateStatus)
-	}
-	return fmt.Sprintf("%d %s", n, word)
-}
-
 // waiting says which dependencies hold a queued plan back.
-func waiting(d *plans.Plan, runs map[string]*state.Run) string {
+func waiting(d *plans.Plan, runs map[string]*PlanFrame) string {
 	var held []string
 	for _, dep := range d.DependsOn {
 		s := string(state.PlanDraft)
 		if p := runs[dep]; p != nil {
-			s = string(p.State)
+			s = p.State
 		}
 		if !plans.Reached(s, d.DependsOnState) {
 			held = append(held, dep+" ("+s+")")

@@ -195,6 +195,11 @@ func trimScheme(u string) string {
 // URL is the loopback URL workers connect to.
 func (b *Broker) URL() string { return b.url }
 
+// Interest says whether any client subscribes to subject.
+func (b *Broker) Interest(subject string) bool {
+	return b.srv.GlobalAccount().SubscriptionInterest(subject)
+}
+
 // Prefix is the subject prefix.
 func (b *Broker) Prefix() string { return b.cfg.Prefix }
 

@@ -276,19 +276,19 @@ func plansOf(events []event.Event) string {
 // measurements, never what the worker wrote).
 func Entry(p *state.Run, def *state.Def) ledger.Entry {
 	en := ledger.Entry{Plan: p.Name, Worker: p.Worker, Status: p.Status, Commit: p.Result, Time: p.DoneTime, Event: p.DoneEvent,
-		Attempt: p.Attempts, Attempts: slices.Clone(p.History), DependsOn: def.DependsOn, VerifyOf: p.VerifyOf,
-		Usage: p.Usage, Gates: p.GateStatus}
-	if n := len(en.Attempts); n > 0 {
-		a := &en.Attempts[n-1]
-		en.Profile = a.Profile
-		if a.Usage == nil {
-			a.Usage = p.Usage
+		Attempt: p.Attempts, Attempts: slices.Clone(p.History), DependsOn: def.DependsOn, VerifyOf: p.VerifyOf}
+	for i := range en.Attempts {
+		a := &en.Attempts[i]
+		if a.N != p.Attempts || a.Worker != p.Worker {
+			continue
 		}
+		// The harvested attempt: its profile, gates and usage are the
+		// entry's. Still open on the record (its gates, its
+		// verification), its work ended with the worker's done.
+		en.Profile, en.Gates, en.Usage = a.Profile, a.Gates, a.Usage
 		if a.End == nil {
-			// The attempt is still open on the record (its gates, its
-			// verification): its work ended with the worker's done.
 			end := p.DoneTime.UTC()
-			a.End, a.Outcome, a.Gates = &end, string(state.PlanDone), p.GateStatus
+			a.End, a.Outcome = &end, string(state.PlanDone)
 		}
 	}
 	if v := p.Verification; v != nil && v.Outcome != "" {
@@ -309,7 +309,7 @@ const TrailerFact = "Orch-Fact"
 
 // Fact appends a later fact about a ledger entry (its usage, its verdict)
 // and commits it, once: the same fact again writes and commits nothing.
-func (h *Harvester) Fact(ctx context.Context, f ledger.Fact, plan string) error {
+func (h *Harvester) Fact(ctx context.Context, f ledger.Fact) error {
 	return h.locked(ctx, func() error {
 		data, err := ledger.Read(h.cfg.Root)
 		if err != nil {
@@ -321,7 +321,7 @@ func (h *Harvester) Fact(ctx context.Context, f ledger.Fact, plan string) error 
 		if _, err := ledger.AddFact(h.cfg.Root, f); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("ledger fact #%d: %s of %s\n\n%s: %s\n", f.ID, f.Type, plan, TrailerFact, f.Event)
+		msg := fmt.Sprintf("ledger fact #%d: %s of %s\n\n%s: %s\n", f.ID, f.Type, f.Plan, TrailerFact, f.Event)
 		_, err = h.cfg.Repo.Commit(ctx, msg, ledger.File)
 		if errors.Is(err, git.ErrNothingToCommit) {
 			err = nil // appended and committed before a crash

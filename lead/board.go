@@ -2,11 +2,14 @@ package lead
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/orch-dev/orch/board"
 	"github.com/orch-dev/orch/event"
@@ -21,28 +24,48 @@ import (
 // and orch stats read: each attempt's history, each worker's last event,
 // the agents' own token counts.
 
-// boardUp starts the frames' publisher on the loop's connection and
-// offers the first frame, so a board that asks gets the record at once.
+// boardUp starts the frames' publisher on the loop's connection.
 func (l *Loop) boardUp(ctx context.Context) error {
-	p, err := board.NewPublisher(l.nc, l.prefix, board.SaidOf(l.st))
+	p, err := board.NewPublisher(l.nc, l.prefix, board.SaidOf(l.st), l.b.Interest)
 	if err != nil {
 		return err
 	}
-	l.board = p
+	l.board, l.boardDue = p, make(chan struct{}, 1)
 	go p.Run(ctx)
-	l.offerFrame()
 	if l.cfg.OnBoard != nil {
 		l.cfg.OnBoard(p)
 	}
 	return nil
 }
 
-// offerFrame hands the boards the record as saved. It costs the loop a
-// copy and an encoding; sending is the publisher's.
-func (l *Loop) offerFrame() {
-	if l.board != nil {
-		l.board.Offer(board.FrameOf(l.st, l.board.Callbacks(), l.cfg.Now()))
+// frameSoon gives the boards the record as saved, if any board follows:
+// at once when the last frame is MinGap old, else once MinGap has passed
+// (one timer that fires once, armed only while a frame is due). Building
+// a frame costs the loop a copy and an encoding; nobody watching, none.
+func (l *Loop) frameSoon() {
+	if l.board == nil || !l.board.Watched() {
+		return
 	}
+	since := time.Since(l.lastFrame) // the wall clock: a rate, not a record
+	if since >= board.MinGap {
+		l.offerFrame()
+		return
+	}
+	if !l.frameArmed {
+		l.frameArmed = true
+		time.AfterFunc(board.MinGap-since, func() {
+			select {
+			case l.boardDue <- struct{}{}:
+			default:
+			}
+		})
+	}
+}
+
+// offerFrame hands the boards a frame of the record now.
+func (l *Loop) offerFrame() {
+	l.frameArmed, l.lastFrame = false, time.Now()
+	l.board.Offer(board.FrameOf(l.st, l.board.Callbacks(), l.cfg.Now()))
 }
 
 // profile is the agent profile the fleet runs, as the ledger names it:
@@ -58,48 +81,52 @@ func (l *Loop) profile() string {
 // noteEvent records on the worker that sent e what it last said, and
 // keeps the usage e reports (an agent's turn end) on the attempt it
 // belongs to: the plan the usage names (the turn's own dispatch line),
-// else the event's.
-func (l *Loop) noteEvent(ctx context.Context, e event.Event) {
+// else the event's; a usage naming neither is dropped, never guessed. An
+// error (the ledger's fact not committed) means nothing was kept: the
+// event comes again.
+func (l *Loop) noteEvent(ctx context.Context, e event.Event) error {
 	if e.Worker == "" || event.IsCommand(e.Kind) {
-		return
+		return nil
 	}
 	l.noteLast(e)
 	if e.Usage == nil {
-		return
+		return nil
 	}
-	plan := e.Usage.Plan
-	if plan == "" {
-		plan = e.Plan
-		if plan == "" {
-			if w := l.st.Worker(e.Worker); w != nil {
-				plan = w.Plan
-			}
-		}
-	}
+	plan := cmp.Or(e.Usage.Plan, e.Plan)
 	p := l.st.Plans[plan]
 	if p == nil {
-		return
+		return nil
 	}
-	var a *ledger.Attempt
-	for i := len(p.History) - 1; i >= 0; i-- {
-		if p.History[i].Worker == e.Worker {
-			a = &p.History[i]
-			break
-		}
+	a := p.Current()
+	if a == nil || a.Worker != e.Worker || e.Time.Before(a.Start) || e.Attempt != 0 && e.Attempt != a.N {
+		return nil // an earlier attempt's, or another worker's: not this one's
 	}
-	if a == nil || a.N != p.Attempts || e.Time.Before(a.Start) {
-		return // an earlier attempt's, or another worker's: not this one's
+	return l.keepUsage(ctx, p, a, *e.Usage, e.ID)
+}
+
+// keepUsage puts u on attempt a of run p, and into the ledger entry when
+// the attempt was already ledgered (the turn-end hook, the process exit
+// come after the harvest). A usage without counts never replaces one with
+// counts (a later turn end whose record could not be read).
+func (l *Loop) keepUsage(ctx context.Context, p *state.Run, a *ledger.Attempt, u telemetry.Usage, id string) error {
+	if a.Usage != nil && counted(a.Usage) && !counted(&u) {
+		return nil
 	}
-	u := *e.Usage
-	a.Usage, p.Usage = &u, &u
-	if p.Ledger == 0 {
-		return // the harvest puts it in the entry
+	if p.Ledger == 0 || p.LedgeredAttempt != a.N {
+		a.Usage = &u
+		return nil // the harvest puts it in the entry
 	}
-	f := ledger.Fact{Type: ledger.FactUsage, ID: p.Ledger, Event: e.ID, Usage: &u, Time: l.cfg.Now()}
-	if err := l.harvester.Fact(ctx, f, p.Name); err != nil {
-		// Telemetry is never worth an event: it is logged and let go.
-		l.log.Warn("usage not ledgered", "plan", p.Name, "err", err)
+	f := ledger.Fact{Type: ledger.FactUsage, ID: p.Ledger, Plan: p.Name, Event: id, Usage: &u, Time: l.cfg.Now()}
+	if err := l.harvester.Fact(ctx, f); err != nil {
+		return fmt.Errorf("usage of %s: %w", p.Name, err)
 	}
+	a.Usage = &u
+	return nil
+}
+
+// counted says whether u holds any count.
+func counted(u *telemetry.Usage) bool {
+	return u.Input != nil || u.Output != nil || u.CacheRead != nil || u.CacheWrite != nil || u.CostUSD != nil
 }
 
 // noteLast records on e's worker what it last said, for the boards.
@@ -112,18 +139,25 @@ func (l *Loop) noteLast(e event.Event) {
 // headlessCost takes what a headless run's agent stated it cost from the
 // end of its output (claude -p --output-format json prints a result
 // object last) onto the attempt that ran: the cost beside the tokens its
-// transcript gave, or the result's own counts when nothing else came.
-func (l *Loop) headlessCost(ctx context.Context, e event.Event) {
+// transcript gave, or the result's own counts when nothing else came. The
+// log is the worker's output: the result is checked and cleaned as an
+// event's usage is.
+func (l *Loop) headlessCost(ctx context.Context, e event.Event) error {
 	p := l.st.Plans[e.Plan]
 	if p == nil || e.Attempt == 0 {
-		return
+		return nil
 	}
 	data := lastResult(filepath.Join(l.orchDir, orchdir.Logs, fleet.LogName(e.Plan, e.Attempt)))
 	if data == nil {
-		return
+		return nil
 	}
 	r := telemetry.ClaudeResult(data)
 	r.Plan = e.Plan
+	if err := r.Check(); err != nil {
+		l.log.Warn("headless result not taken", "plan", e.Plan, "err", err)
+		return nil
+	}
+	r.Model, r.Missing = event.Clean(r.Model), event.Clean(r.Missing)
 	var a *ledger.Attempt
 	for i := range p.History {
 		if h := &p.History[i]; h.N == e.Attempt && h.Worker == e.Worker {
@@ -131,28 +165,14 @@ func (l *Loop) headlessCost(ctx context.Context, e event.Event) {
 		}
 	}
 	if a == nil {
-		return
+		return nil
 	}
 	u := r
-	if a.Usage != nil && a.Usage.Input != nil {
+	if a.Usage != nil && counted(a.Usage) {
 		u = *a.Usage
-		u.CostUSD, u.Model = r.CostUSD, firstNonEmpty(u.Model, r.Model)
-		if u.Missing == "" && r.CostUSD == nil {
-			u.Missing = r.Missing
-		}
+		u.CostUSD, u.Model = r.CostUSD, cmp.Or(u.Model, r.Model)
 	}
-	a.Usage = &u
-	if p.Attempts != e.Attempt {
-		return
-	}
-	p.Usage = &u
-	if p.Ledger == 0 {
-		return
-	}
-	f := ledger.Fact{Type: ledger.FactUsage, ID: p.Ledger, Event: e.ID, Usage: &u, Time: l.cfg.Now()}
-	if err := l.harvester.Fact(ctx, f, p.Name); err != nil {
-		l.log.Warn("cost not ledgered", "plan", p.Name, "err", err)
-	}
+	return l.keepUsage(ctx, p, a, u, e.ID)
 }
 
 // lastResult is the last line of a headless log that is a JSON result
@@ -178,19 +198,9 @@ func lastResult(path string) []byte {
 	return nil
 }
 
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
-}
-
-// recordGates keeps a gate run's outcome on the run and its attempt.
+// recordGates keeps a gate run's outcome on its attempt.
 func recordGates(p *state.Run, status string) {
-	p.GateStatus = status
-	if n := len(p.History); n > 0 && p.History[n-1].N == p.Attempts {
-		p.History[n-1].Gates = status
+	if a := p.Current(); a != nil {
+		a.Gates = status
 	}
 }

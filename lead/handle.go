@@ -141,7 +141,9 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	// A failed effect must leave no half-changed state behind: the
 	// redelivery has to find the plan as it was.
 	before, pending := l.st.Snapshot(), len(l.pending)
-	l.noteEvent(ctx, e)
+	if err := l.noteEvent(ctx, e); err != nil {
+		return nil, false, err
+	}
 	var n state.Note
 	switch e.Kind {
 	case event.Dispatch:
@@ -163,7 +165,11 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 	case event.Integrated:
 		cb, n = l.integrated(ctx, e)
 	case event.Exited:
-		cb, n = l.exited(ctx, e)
+		// The cost the run stated is kept first: its attempt's record
+		// is the plan's until the exit lets the worker go.
+		if err = l.headlessCost(ctx, e); err == nil {
+			cb, n = l.exited(e)
+		}
 	case event.Prepared:
 		cb, n = l.prepared(ctx, e)
 	case event.NeedsInput:
@@ -219,7 +225,8 @@ func (l *Loop) queue(e event.Event) state.Note {
 	// it must not go to); every plan keeps its attempt count and its
 	// verification history.
 	*p = state.Run{Name: e.Plan, State: state.PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
-		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns}
+		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns,
+		History: p.History}
 	l.keepDef(e.Plan, def) // parsed once while PLAN.md stays as it is (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)
 	return state.Noted("queued")

@@ -426,7 +426,7 @@ func (l *Loop) settle(ctx context.Context, hs []*harvested) error {
 		now := l.cfg.Now().UTC()
 		for i, h := range g {
 			p := h.p
-			p.State, p.Reason, p.Ledger, p.Updated = state.PlanDone, "", got[i].ID, now
+			p.State, p.Reason, p.Ledger, p.LedgeredAttempt, p.Updated = state.PlanDone, "", got[i].ID, p.Attempts, now
 			l.free(h.w)
 			h.cb = event.NewCallback(event.CallbackDone, p.DoneEvent, p.Name, p.Worker, p.Status, p.Result)
 		}

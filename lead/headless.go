@@ -1,7 +1,6 @@
 package lead
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -69,7 +68,7 @@ func (l *Loop) publishExit(n fleet.Exit) {
 
 // exited handles a headless process's end: the worker is free again, and a
 // plan it still held (no done came first) failed.
-func (l *Loop) exited(ctx context.Context, e event.Event) (*event.Callback, state.Note) {
+func (l *Loop) exited(e event.Event) (*event.Callback, state.Note) {
 	w := l.st.Worker(e.Worker)
 	if w == nil || !w.Headless {
 		return nil, state.Ignoring("not a headless worker")
@@ -79,7 +78,6 @@ func (l *Loop) exited(ctx context.Context, e event.Event) (*event.Callback, stat
 	if w.PID != pid {
 		return nil, state.Ignoring("an earlier process of " + w.ID)
 	}
-	l.headlessCost(ctx, e)
 	now := l.cfg.Now().UTC()
 	w.PID, w.Reason, w.Since = 0, "", now
 	if w.State != state.WorkerDead {

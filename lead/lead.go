@@ -189,8 +189,12 @@ type Loop struct {
 	// turn is what one turn of the loop (one event or wake-up, its
 	// harvests and the dispatches they free) reads once and shares.
 	turn turn
-	// board sends the record to the live boards after each save.
-	board *board.Publisher
+	// board sends the record to the live boards after saves (frameSoon):
+	// boardDue fires when a frame held back by MinGap is due.
+	board      *board.Publisher
+	boardDue   chan struct{}
+	frameArmed bool
+	lastFrame  time.Time
 }
 
 // turn is kept for one turn of the loop, then dropped.
@@ -464,6 +468,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		case <-l.wake:
 			l.staggerArmed, l.holdArmed, l.retryArmed = false, false, false
 			l.schedule(ctx)
+		case <-l.boardDue:
+			l.offerFrame() // held back by MinGap, due now
+		case <-l.board.Wanted():
+			l.offerFrame()
 		case d := <-l.fleet.Deaths():
 			l.reportDeath(d)
 		case n := <-l.fleet.Exits():
@@ -548,7 +556,7 @@ func (l *Loop) save() error {
 	err := l.st.Save(l.orchDir)
 	l.unsaved = err != nil
 	if err == nil {
-		l.offerFrame()
+		l.frameSoon()
 	}
 	return err
 }

@@ -24,6 +24,13 @@ import (
 // startLoop runs a lead loop without a fleet on a fresh repo with plan p.
 func startLoop(t *testing.T) (root string) {
 	t.Helper()
+	return startLoopWith(t, nil)
+}
+
+// startLoopWith is startLoop with prep run on the repo before the loop
+// starts.
+func startLoopWith(t *testing.T, prep func(root string)) (root string) {
+	t.Helper()
 	root = filepath.Join(t.TempDir(), "repo")
 	os.MkdirAll(root, 0o755)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
@@ -41,6 +48,9 @@ func startLoop(t *testing.T) (root string) {
 	// No fleet: w1's key is made by hand, for the tests to send as w1.
 	if err := broker.EnsureCreds(orchdir.Of(root), "w1"); err != nil {
 		t.Fatal(err)
+	}
+	if prep != nil {
+		prep(root)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	ready := make(chan struct{})

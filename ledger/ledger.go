@@ -117,6 +117,7 @@ const (
 type Fact struct {
 	Type   string           `json:"type"`
 	ID     int              `json:"id"`
+	Plan   string           `json:"plan"`
 	Event  string           `json:"event"`
 	Status string           `json:"status,omitempty"`
 	Usage  *telemetry.Usage `json:"usage,omitempty"`
@@ -235,8 +236,11 @@ func parse(data []byte) ([]Entry, error) {
 				return nil, bad("%v", err)
 			}
 			i, ok := index[f.ID]
-			if !ok {
+			switch {
+			case !ok:
 				return nil, bad("%s record for unknown id %d", f.Type, f.ID)
+			case f.Plan != entries[i].Plan:
+				return nil, bad("%s record for id %d names plan %q, the entry is %q's", f.Type, f.ID, f.Plan, entries[i].Plan)
 			}
 			fold(&entries[i], f)
 		default:
@@ -279,8 +283,10 @@ func AddFact(root string, f Fact) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("fact: %w", err)
 	}
-	if _, ok := Find(entries, f.ID); !ok {
+	if e, ok := Find(entries, f.ID); !ok {
 		return false, fmt.Errorf("fact %d: %w", f.ID, ErrNoEntry)
+	} else if e.Plan != f.Plan {
+		return false, fmt.Errorf("fact %d: %w: it names plan %q, the entry is %q's", f.ID, ErrBadEntry, f.Plan, e.Plan)
 	}
 	if hasFact(data, f.Type, f.Event) {
 		return false, nil

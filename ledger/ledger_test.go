@@ -390,18 +390,18 @@ func TestFacts(t *testing.T) {
 	in := int64(42)
 	u := &telemetry.Usage{Source: telemetry.SourceClaudeTranscript, Input: &in}
 	for i := 0; i < 2; i++ {
-		added, err := AddFact(root, Fact{Type: FactUsage, ID: e.ID, Event: "idle1", Usage: u, Time: time.Now()})
+		added, err := AddFact(root, Fact{Type: FactUsage, ID: e.ID, Plan: "a", Event: "idle1", Usage: u, Time: time.Now()})
 		if err != nil || added != (i == 0) {
 			t.Fatalf("AddFact #%d = %v, %v; want added only the first time", i+1, added, err)
 		}
 	}
-	if _, err := AddFact(root, Fact{Type: FactVerdict, ID: e.ID, Event: "v1", Status: "refuted", Time: time.Now()}); err != nil {
+	if _, err := AddFact(root, Fact{Type: FactVerdict, ID: e.ID, Plan: "a", Event: "v1", Status: "refuted", Time: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AddFact(root, Fact{Type: FactVerdict, ID: 99, Event: "v2", Status: "verified"}); !errors.Is(err, ErrNoEntry) {
+	if _, err := AddFact(root, Fact{Type: FactVerdict, ID: 99, Plan: "a", Event: "v2", Status: "verified"}); !errors.Is(err, ErrNoEntry) {
 		t.Errorf("fact for a missing entry: %v, want ErrNoEntry", err)
 	}
-	if _, err := AddFact(root, Fact{Type: FactUsage, ID: e.ID, Event: "x"}); !errors.Is(err, ErrBadEntry) {
+	if _, err := AddFact(root, Fact{Type: FactUsage, ID: e.ID, Plan: "a", Event: "x"}); !errors.Is(err, ErrBadEntry) {
 		t.Errorf("usage fact without usage: %v, want ErrBadEntry", err)
 	}
 	got, err := Load(root)

@@ -506,9 +506,18 @@ func criticalPath(order []*plan, deps map[string][]string) ([]string, float64) {
 // weight is a plan's time from its first attempt's start to its latest
 // harvest's end, in seconds; 0 when either is unknown.
 func weight(p *plan) float64 {
+	// The latest run: the attempts after the one the previous harvest
+	// took (a plan dispatched again once done starts a new run; the time
+	// between two runs is not the plan's).
+	prev := 0
+	for _, e := range p.entries[:len(p.entries)-1] {
+		if _, h := attemptsOf(e); e.Gates == "" || e.Gates == gatesPassed {
+			prev = max(prev, h.N) // a finished run (not one its gates failed)
+		}
+	}
 	var first time.Time
 	for _, a := range p.attempts {
-		if !a.Start.IsZero() && (first.IsZero() || a.Start.Before(first)) {
+		if a.N > prev && !a.Start.IsZero() && (first.IsZero() || a.Start.Before(first)) {
 			first = a.Start
 		}
 	}

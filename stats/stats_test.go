@@ -336,3 +336,20 @@ func TestVerdictsFromTheMatrix(t *testing.T) {
 		t.Errorf("fleet refuted %d/%d, want 3/3", f.N, f.Of)
 	}
 }
+
+// A plan dispatched again once done starts a new run: on the critical
+// path it weighs its latest run, not the time since its first.
+func TestCriticalPathTakesTheLatestRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
+	a1 := ledger.Attempt{N: 1, Worker: "w1", Start: *at(0), End: at(1), Outcome: "done"}
+	a2 := ledger.Attempt{N: 2, Worker: "w1", Start: *at(10), End: at(11), Outcome: "done"}
+	es := []ledger.Entry{
+		{ID: 1, Plan: "a", Worker: "w1", Attempt: 1, Attempts: []ledger.Attempt{a1}},
+		{ID: 2, Plan: "a", Worker: "w1", Attempt: 2, Attempts: []ledger.Attempt{a1, a2}},
+	}
+	tm := Compute(es, nil, nil).Time
+	if tm.CriticalS != 60 {
+		t.Errorf("critical path %v s, want 60 (the second run alone)", tm.CriticalS)
+	}
+}

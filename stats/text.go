@@ -94,8 +94,11 @@ func clip(s string) string {
 	return s
 }
 
-// dur is seconds as 1h05m, 25m00s or 40s.
+// dur is seconds as 1h05m, 25m00s, 40s or 0.6s.
 func dur(s float64) string {
+	if s < 10 {
+		return fmt.Sprintf("%.1fs", s)
+	}
 	d := time.Duration(math.Round(s)) * time.Second
 	switch {
 	case d >= time.Hour:

@@ -180,7 +180,7 @@ func (r *Rounds) ledgerVerdict(ctx context.Context, parent, vp *state.Run) error
 	v := parent.Verification
 	switch {
 	case v.Ledgered:
-		return r.Harvester.Fact(ctx, ledger.Fact{Type: ledger.FactVerdict, ID: parent.Ledger, Event: vp.DoneEvent, Status: v.Outcome, Time: r.Now()}, parent.Name)
+		return r.Harvester.Fact(ctx, ledger.Fact{Type: ledger.FactVerdict, ID: parent.Ledger, Plan: parent.Name, Event: vp.DoneEvent, Status: v.Outcome, Time: r.Now()})
 	case v.Outcome != string(state.PlanVerified):
 		return nil
 	}
@@ -188,7 +188,7 @@ func (r *Rounds) ledgerVerdict(ctx context.Context, parent, vp *state.Run) error
 	if err != nil {
 		return err
 	}
-	v.Ledgered, parent.Ledger = true, got[0].ID
+	v.Ledgered, parent.Ledger, parent.LedgeredAttempt = true, got[0].ID, parent.Attempts
 	return nil
 }
 

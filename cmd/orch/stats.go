@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -49,12 +47,17 @@ func statsRun(ctx context.Context, o *statsOptions, s streams) error {
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
+	repo, err := git.Open(ctx, root)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
 	deps := map[string][]string{}
 	var verdicts []stats.Verdict
 	for name, p := range all {
 		deps[name] = p.DependsOn
-		// The matrix the lead loop committed: a refuted plan's only record.
-		if data, err := os.ReadFile(filepath.Join(root, plans.Dir, name, plans.VerificationFile)); err == nil {
+		// The matrix as the lead loop committed it (a worker may write the
+		// file in the work tree): a refuted plan's only record.
+		if data, ok, err := repo.ShowCommitted(ctx, "HEAD", plans.Dir+"/"+name+"/"+plans.VerificationFile); err == nil && ok {
 			if author, outcome, ok := plans.MatrixOutcome(data); ok {
 				verdicts = append(verdicts, stats.Verdict{Plan: name, Author: author, Outcome: outcome})
 			}

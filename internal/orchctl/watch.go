@@ -2,7 +2,6 @@ package orchctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -131,10 +130,9 @@ func dialBoard(od string, frames chan []byte, closed chan struct{}) (*nats.Conn,
 		default:
 		}
 	})
-	// Two goroutines deliver: the subscription's, and Follow's own (the
-	// answer to the request below). Only Follow takes frames, so the drain
-	// and the send must be one step: between them, the other deliverer
-	// could fill the slot and leave Follow blocked on sending to itself.
+	// Only the subscription's goroutine delivers; the frame slot is
+	// emptied and refilled under a lock all the same, so that a second
+	// deliverer could never leave Follow blocked sending to itself.
 	var mu sync.Mutex
 	deliver := func(b []byte) {
 		mu.Lock()
@@ -145,18 +143,22 @@ func dialBoard(od string, frames chan []byte, closed chan struct{}) (*nats.Conn,
 		}
 		frames <- b
 	}
-	if _, err := nc.Subscribe(board.Subject(cfg.Prefix), func(m *nats.Msg) { deliver(m.Data) }); err != nil {
+	var parts board.Assembler // touched by the subscription's goroutine only
+	if _, err := nc.Subscribe(board.Subject(cfg.Prefix), func(m *nats.Msg) {
+		if b, ok := parts.Add(m); ok {
+			deliver(b)
+		}
+	}); err != nil {
 		nc.Close()
 		return nil, err
 	}
-	m, err := nc.Request(board.NowSubject(cfg.Prefix), nil, 3*time.Second)
-	switch {
-	case err == nil:
-		deliver(m.Data)
-	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout):
-		// An orch serve without a board, or before its first save: frames
-		// come with its next save.
-	default:
+	// Subscribed (the server has it once Flush returns): now ask for a
+	// frame; it comes on the subscription.
+	if err := nc.Flush(); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if err := nc.Publish(board.NowSubject(cfg.Prefix), nil); err != nil {
 		nc.Close()
 		return nil, err
 	}

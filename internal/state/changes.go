@@ -85,62 +85,72 @@ const MaxHistory = 20
 
 // Track brings each run's attempt history (the boards' timeline and the
 // ledger's Attempts) up to date with where the run stands now: an attempt
-// opens when the plan is with a worker and closes, with the plan's state
-// as its outcome, when it leaves that worker. It also counts the times an
-// attempt turned needs-input. It is called before every save, so it sees
-// every state a run is saved in, whichever handler moved it.
+// opens when the plan is with a worker (its setup, its work, its gates)
+// and closes, with the plan's state as its outcome, when it leaves that
+// worker. It also counts the times an attempt turned needs-input. It is
+// called before every save, so it sees every state a run is saved in,
+// whichever handler moved it.
 func (st *State) Track(now time.Time, profile string) {
 	now = now.UTC()
-	for _, p := range st.Plans {
-		var open *ledger.Attempt
-		if n := len(p.History); n > 0 && p.History[n-1].End == nil {
-			open = &p.History[n-1]
+	for _, w := range st.Workers {
+		if w.Profile == "" {
+			w.Profile = profile
 		}
-		// With its worker: working, its setup running, or its gates.
+	}
+	for _, p := range st.Plans {
+		n := p.Attempts
+		if p.State == PlanQueued && p.Preparing != 0 {
+			n++ // its setup runs: the attempt it prepares has not begun
+		}
+		var open *ledger.Attempt
+		if k := len(p.History); k > 0 && p.History[k-1].End == nil {
+			open = &p.History[k-1]
+		}
 		with := p.Worker != "" && (p.State.Working() || p.State == PlanVerifying && p.Gates || p.State == PlanQueued && p.Preparing != 0)
-		if open != nil && (!with || open.Worker != p.Worker || open.N != p.Attempts) {
+		if open != nil && open.N > n {
+			// Undone: the hand-off failed before anything reached the
+			// worker (its line, its process, its setup): no attempt.
+			p.History = p.History[:len(p.History)-1]
+			open = nil
+		}
+		if open != nil && (!with || open.Worker != p.Worker || open.N != n) {
 			end := now
 			open.End, open.Outcome = &end, outcome(p, open)
 			open = nil
 		}
-		if with && open == nil && !p.closedAttempt(p.Attempts, p.Worker) {
+		if with && open == nil {
+			open = p.reopen(n)
+		}
+		if with && open == nil {
 			host, prof := "", profile
 			if w := st.Worker(p.Worker); w != nil {
-				host = w.Host
-				if w.Profile != "" {
-					prof = w.Profile
-				}
+				host, prof = w.Host, w.Profile
 			}
-			p.History = append(p.History, ledger.Attempt{N: p.Attempts, Worker: p.Worker, Host: host, Profile: prof, Start: now})
-			if n := len(p.History); n > MaxHistory {
-				p.History = append([]ledger.Attempt(nil), p.History[n-MaxHistory:]...)
+			p.History = append(p.History, ledger.Attempt{N: n, Worker: p.Worker, Host: host, Profile: prof, Start: now})
+			if k := len(p.History); k > MaxHistory {
+				p.History = append([]ledger.Attempt(nil), p.History[k-MaxHistory:]...)
 			}
 			open = &p.History[len(p.History)-1]
 		}
-		if open != nil {
-			if p.State == PlanNeedsInput && !p.Asking {
-				open.NeedsInput++
-			}
+		if open != nil && p.State == PlanNeedsInput && !p.Asking {
+			open.NeedsInput++
 		}
 		p.Asking = p.State == PlanNeedsInput
 	}
 }
 
-// closedAttempt says whether attempt n on worker already has a closed
-// record: a plan handed back to the same attempt (revived) reopens
-// nothing twice.
-func (p *Run) closedAttempt(n int, worker string) bool {
-	for i := range p.History {
-		if h := &p.History[i]; h.N == n && h.Worker == worker && h.End != nil {
-			if p.State.Working() && h.Outcome == string(PlanFailed) {
-				// Revived: the attempt goes on.
-				h.End, h.Outcome = nil, ""
-				return true
-			}
-			return true
-		}
+// reopen takes up again the newest record of attempt n on the run's
+// worker when it was closed: the plan was revived (a late started after
+// it failed unacknowledged), or its hand-off was undone and made again
+// (a typed line or a process start failed). Nil when there is none.
+func (p *Run) reopen(n int) *ledger.Attempt {
+	k := len(p.History) - 1
+	if k < 0 || p.History[k].N != n || p.History[k].Worker != p.Worker {
+		return nil
 	}
-	return false
+	h := &p.History[k]
+	h.End, h.Outcome = nil, ""
+	return h
 }
 
 // outcome is how attempt a ended, from where its run stands now.

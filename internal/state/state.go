@@ -18,7 +18,6 @@ import (
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/ledger"
 	"github.com/orch-dev/orch/plans"
-	"github.com/orch-dev/orch/telemetry"
 )
 
 // WorkerState is where a worker stands, as the contract names it.
@@ -95,6 +94,8 @@ type Run struct {
 	Reason   string    `json:"reason,omitempty"` // why blocked or failed
 	Result   string    `json:"result,omitempty"` // harvest commit
 	Ledger   int       `json:"ledger,omitempty"` // ledger entry id
+	// LedgeredAttempt is the attempt whose harvest made entry Ledger.
+	LedgeredAttempt int `json:"ledgered_attempt,omitempty"`
 	Queued   time.Time `json:"queued,omitzero"`
 	// AttemptSince is when the current attempt began: the time of the
 	// orch dispatch that queued it, or of its automatic re-queue. Worker
@@ -159,12 +160,18 @@ type Run struct {
 	// MaxHistory; Asking is set while Track saw it needing input.
 	History []ledger.Attempt `json:"history,omitempty"`
 	Asking  bool             `json:"asking,omitempty"`
-	// GateStatus is the last gate run's outcome: "passed" or why not.
-	GateStatus string `json:"gate_status,omitempty"`
-	// Usage is what the current attempt's agent reported it used
-	// (carried by its turn-end event); ledgered with the harvest, or as
-	// a fact after it.
-	Usage *telemetry.Usage `json:"usage,omitempty"`
+}
+
+// Current is the record of the run's current attempt (its number on its
+// worker), nil when it has none: where its gate outcome and its agent's
+// usage are kept.
+func (p *Run) Current() *ledger.Attempt {
+	for i := len(p.History) - 1; i >= 0; i-- {
+		if h := &p.History[i]; h.N == p.Attempts && (p.Worker == "" || h.Worker == p.Worker) {
+			return h
+		}
+	}
+	return nil
 }
 
 // Def is the part of PLAN.md's front matter the lead loop enforces.

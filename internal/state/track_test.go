@@ -73,3 +73,56 @@ func TestTrackGatesAndVerification(t *testing.T) {
 		t.Fatalf("attempt after gates = %+v, want closed as done", h)
 	}
 }
+
+// A setup run is part of the attempt it prepares (numbered as that
+// attempt); a hand-off undone before anything reached the worker (the line
+// could not be typed) leaves no attempt, and the plan handed out again to
+// the same worker gets its attempt recorded.
+func TestTrackSetupAndUndo(t *testing.T) {
+	st := New()
+	st.Workers = []*Worker{{ID: "w1"}}
+	p := &Run{Name: "a", State: PlanQueued, Worker: "w1", Preparing: 1}
+	st.Plans["a"] = p
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	st.Track(at(0), "x") // setup running
+	p.State, p.Preparing, p.Attempts = PlanDispatched, 0, 1
+	st.Track(at(2), "x") // dispatched after its setup
+	if len(p.History) != 1 || p.History[0].N != 1 || !p.History[0].Start.Equal(at(0)) || p.History[0].End != nil {
+		t.Fatalf("after setup and dispatch: %+v, want one open attempt 1 from the setup's start", p.History)
+	}
+	// The typed line failed: undone.
+	p.State, p.Worker, p.Attempts = PlanQueued, "", 0
+	st.Track(at(3), "x")
+	if len(p.History) != 0 {
+		t.Fatalf("undone hand-off left %+v", p.History)
+	}
+	p.State, p.Worker, p.Attempts = PlanDispatched, "w1", 1
+	st.Track(at(4), "x")
+	p.State = PlanDone
+	st.Track(at(9), "x")
+	if len(p.History) != 1 || !p.History[0].Start.Equal(at(4)) || p.History[0].End == nil || !p.History[0].End.Equal(at(9)) || p.History[0].Outcome != "done" {
+		t.Fatalf("after the second hand-off: %+v", p.History)
+	}
+	if a := p.Current(); a == nil || a.N != 1 {
+		t.Errorf("Current() = %+v, want attempt 1", a)
+	}
+}
+
+// A plan that failed unacknowledged and is revived by its worker's late
+// started goes on in the same attempt.
+func TestTrackRevive(t *testing.T) {
+	st := New()
+	st.Workers = []*Worker{{ID: "w1"}}
+	p := &Run{Name: "a", State: PlanDispatched, Worker: "w1", Attempts: 1}
+	st.Plans["a"] = p
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	st.Track(t0, "x")
+	p.State = PlanFailed
+	st.Track(t0.Add(time.Minute), "x")
+	p.State = PlanRunning
+	st.Track(t0.Add(2*time.Minute), "x")
+	if len(p.History) != 1 || p.History[0].End != nil || !p.History[0].Start.Equal(t0) {
+		t.Fatalf("revived: %+v, want the first attempt open again", p.History)
+	}
+}
