@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -116,12 +117,28 @@ func (l *Loop) keepUsage(ctx context.Context, p *state.Run, a *ledger.Attempt, u
 		a.Usage = &u
 		return nil // the harvest puts it in the entry
 	}
+	// Ledgered already: a commit each. The same numbers again, or numbers
+	// long after the attempt ended (its turn-end and exit come within
+	// seconds), are not worth one: a worker cannot fill the history.
+	if a.Usage != nil && sameUsage(a.Usage, &u) || a.End != nil && l.cfg.Now().Sub(*a.End) > lateUsage {
+		return nil
+	}
 	f := ledger.Fact{Type: ledger.FactUsage, ID: p.Ledger, Plan: p.Name, Event: id, Usage: &u, Time: l.cfg.Now()}
 	if err := l.harvester.Fact(ctx, f); err != nil {
 		return fmt.Errorf("usage of %s: %w", p.Name, err)
 	}
 	a.Usage = &u
 	return nil
+}
+
+// lateUsage is how long after its attempt ended a usage is still ledgered.
+const lateUsage = 10 * time.Minute
+
+// sameUsage says whether a and b record the same numbers.
+func sameUsage(a, b *telemetry.Usage) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
 }
 
 // counted says whether u holds any count.

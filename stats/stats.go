@@ -27,9 +27,9 @@
 //     taken-back ones included.
 //   - FirstPass: a plan's first gate run is that of its lowest-numbered
 //     attempt with a gate outcome, and belongs to that attempt's group. Of
-//     the plans whose first gate run is in the group, those where it was
-//     attempt 1's and passed; a plan first gated on attempt 2 (attempt 1
-//     blocked, say) did not pass first time.
+//     the plans whose first gate run is in the group, those where it
+//     passed: an attempt that never reached its gates (blocked, its worker
+//     lost) is no failed pass of the one that did.
 //   - Refuted: of the plans whose verification was decided (verified or
 //     refuted), those refuted, in the group of the author's attempt. The
 //     verdicts come from the plans' committed VERIFICATION.md (a refuted
@@ -341,7 +341,7 @@ func row(name string, order []*plan, hs []harvest, all []ledger.Attempt, judged 
 	for _, p := range order {
 		if a, ok := firstGated(p); ok && in(a) {
 			r.FirstPass.Of++
-			if a.N == 1 && a.Gates == gatesPassed {
+			if a.Gates == gatesPassed {
 				r.FirstPass.N++
 			}
 		}

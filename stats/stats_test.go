@@ -63,14 +63,14 @@ func TestRows(t *testing.T) {
 		// claude: plans schema, docs, docs.v1r1, ui, api.v1r1 (2 rounds);
 		// attempts schema1 docs1 docs.v1r1 ui1 ui2 api.v1r1 = 6; needs
 		// input docs 2 + ui1 1 = 3. First gate runs: schema a1 passed,
-		// docs a1 passed, ui a2 passed (not attempt 1) = 2/3. Verdicts:
+		// docs a1 passed, ui a2 passed (its first gate run) = 3/3. Verdicts:
 		// docs refuted = 1/1. Walls 20,40,15,25,25 min: median 25 min.
 		// Tokens per plan (schema, docs.v1r1, api.v1r1 reported; docs
 		// none; ui missing and its attempt 1 nothing): in
 		// (1000+300+400)/3, out (200+50+80)/3 = 110, cache read
 		// (5000+100+200)/3, cache write (300+20+40)/3 = 120, cost
 		// (0.50+0.05+0.08)/3 = 0.21.
-		{r.Profiles[0], "claude", want{5, 2, 5, 6, 3, [2]int{2, 3}, [2]int{1, 1}, 25 * 60, 5,
+		{r.Profiles[0], "claude", want{5, 2, 5, 6, 3, [2]int{3, 3}, [2]int{1, 1}, 25 * 60, 5,
 			1700.0 / 3, 110, 5300.0 / 3, 120, 0.21, [5]int{3, 3, 3, 3, 3}}},
 		// codex: plans api (two harvests), bench; attempts api1 api2
 		// bench1 = 3 (api1 listed twice, counted once, and its needs
@@ -82,10 +82,10 @@ func TestRows(t *testing.T) {
 		{r.Profiles[1], "codex", want{2, 0, 3, 3, 1, [2]int{0, 2}, [2]int{0, 1}, 30 * 60, 3,
 			2150, 700, nan, nan, nan, [5]int{2, 1, 0, 0, 0}}},
 		// w1: schema, docs.v1r1, ui (harvested attempt 2); attempts
-		// schema1 docs.v1r1 ui2. First gate runs: schema passed, ui on
-		// attempt 2 = 1/2. Walls 20,15,25: 20 min. Tokens: schema and
+		// schema1 docs.v1r1 ui2. First gate runs: schema passed, ui
+		// passed on attempt 2 = 2/2. Walls 20,15,25: 20 min. Tokens: schema and
 		// docs.v1r1: in 1300/2, out 250/2, cr 5100/2, cw 320/2, cost 0.55/2.
-		{r.Workers[0], "w1", want{3, 1, 3, 3, 0, [2]int{1, 2}, [2]int{0, 0}, 20 * 60, 3,
+		{r.Workers[0], "w1", want{3, 1, 3, 3, 0, [2]int{2, 2}, [2]int{0, 0}, 20 * 60, 3,
 			650, 125, 2550, 160, 0.275, [5]int{2, 2, 2, 2, 2}}},
 		// w2 is codex.
 		{r.Workers[1], "w2", want{2, 0, 3, 3, 1, [2]int{0, 2}, [2]int{0, 1}, 30 * 60, 3,
@@ -96,10 +96,10 @@ func TestRows(t *testing.T) {
 		{r.Workers[2], "w3", want{2, 1, 2, 3, 3, [2]int{1, 1}, [2]int{1, 1}, 32.5 * 60, 2,
 			400, 80, 200, 40, 0.08, [5]int{1, 1, 1, 1, 1}}},
 		// fleet: 7 plans, 8 harvests, 9 attempts, needs input 2+1+1 = 4.
-		// First pass 2/5, refuted 1/2. Walls 15,20,20,25,25,30,30,40:
+		// First pass 3/5, refuted 1/2. Walls 15,20,20,25,25,30,30,40:
 		// median 25 min. Tokens: in (1000+300+400+3500+800)/5 = 1200, out
 		// (200+50+80+700)/4 = 257.5, cr 5300/3, cw 360/3, cost 0.63/3.
-		{r.Fleet, "fleet", want{7, 2, 8, 9, 4, [2]int{2, 5}, [2]int{1, 2}, 25 * 60, 8,
+		{r.Fleet, "fleet", want{7, 2, 8, 9, 4, [2]int{3, 5}, [2]int{1, 2}, 25 * 60, 8,
 			1200, 257.5, 5300.0 / 3, 120, 0.21, [5]int{5, 4, 3, 3, 3}}},
 	}
 	if len(r.Profiles) != 2 || len(r.Workers) != 3 {

@@ -43,7 +43,7 @@ const claudeModelSynthetic = "<synthetic>"
 // plan dispatched is read. A transcript without the dispatch line, or one
 // that cannot be read, gives nil counts and Missing.
 func ClaudeTranscript(r io.Reader, plan string) Usage {
-	return claudeTranscript(r, plan, false, MaxFile)
+	return claudeTranscript(r, plan, false, false, MaxFile)
 }
 
 // ClaudeTranscriptFile is ClaudeTranscript of the file at path, of which
@@ -53,12 +53,38 @@ func ClaudeTranscriptFile(path, plan string) Usage {
 }
 
 func claudeTranscriptFile(path, plan string, max int64) Usage {
-	f, tail, err := openTail(path, max)
+	f, lo, hi, err := openTail(path, max)
 	if err != nil {
 		return missing(SourceClaudeTranscript, plan, "transcript unreadable: "+err.Error())
 	}
 	defer f.Close()
-	return claudeTranscript(f, plan, tail, max)
+	tail := lo > 0
+	// What is counted depends only on the lines from the last one that
+	// starts plan's part, so that line is looked for from the end (a
+	// pane session's transcript is long, its last part short) and the
+	// lines are read on from there. Lacking one, every line is read, to
+	// say so as a full read does.
+	seg := segmenter{plan: plan, last: plan == ""}
+	start := int64(-1)
+	err = linesBack(f, lo, hi, tail, func(line []byte, at int64) bool {
+		if bytes.Contains(line, []byte(dispatchPost)) {
+			var l claudeLine
+			if json.Unmarshal(line, &l) == nil && seg.starts(claudeDispatched(&l, line)) {
+				start = at
+				return false
+			}
+		}
+		return true
+	})
+	if err == nil && start >= 0 {
+		if _, err := f.Seek(start, io.SeekStart); err == nil {
+			return claudeTranscript(f, plan, false, tail, max)
+		}
+	}
+	if _, err := f.Seek(lo, io.SeekStart); err != nil {
+		return missing(SourceClaudeTranscript, plan, "transcript unreadable: "+err.Error())
+	}
+	return claudeTranscript(f, plan, tail, tail, max)
 }
 
 type claudeResponse struct {
@@ -66,7 +92,9 @@ type claudeResponse struct {
 	c     counts
 }
 
-func claudeTranscript(r io.Reader, plan string, tail bool, max int64) Usage {
+// claudeTranscript reads r from a line's start (or, with skipFirst, from
+// inside one); tail says the file's start is not in r.
+func claudeTranscript(r io.Reader, plan string, skipFirst, tail bool, max int64) Usage {
 	seg := segmenter{plan: plan, last: plan == ""}
 	var (
 		found     bool
@@ -75,7 +103,10 @@ func claudeTranscript(r io.Reader, plan string, tail bool, max int64) Usage {
 		ids       map[string]bool // message ids seen, for a line cut short
 		cutShort  bool
 	)
-	err := lines(r, tail, func(line []byte, cut bool) {
+	err := lines(r, skipFirst, func(line []byte, cut bool) {
+		if !cut && !claudeMayCount(line, seg.in, ids) {
+			return
+		}
 		var l claudeLine
 		if cut || json.Unmarshal(line, &l) != nil {
 			// Being written (the last line) or broken: it matters only
@@ -87,10 +118,7 @@ func claudeTranscript(r io.Reader, plan string, tail bool, max int64) Usage {
 		}
 		switch l.Type {
 		case "user":
-			if l.IsSidechain || l.IsMeta || l.IsCompactSummary || !bytes.Contains(line, []byte(dispatchPost)) {
-				return
-			}
-			if seg.turn(dispatched(claudeText(l.Message.Content))) {
+			if seg.turn(claudeDispatched(&l, line)) {
 				found = true
 				order, responses, ids, cutShort = nil, map[string]claudeResponse{}, map[string]bool{}, false
 			}
@@ -130,6 +158,29 @@ func claudeTranscript(r io.Reader, plan string, tail bool, max int64) Usage {
 		u.Missing = "the transcript's last line was cut short (still being written): a response may not be counted"
 	}
 	return u
+}
+
+// claudeMayCount says whether a complete line may change what is counted,
+// found without decoding it (most lines are not in the part counted, or
+// are bookkeeping): a user line that dispatches a plan holds the
+// dispatch line's end as written; inside the part, so may an assistant
+// line its type, and a line that does not decode matters unless it is
+// harmless cut short.
+func claudeMayCount(line []byte, in bool, ids map[string]bool) bool {
+	if bytes.Contains(line, []byte(dispatchPost)) {
+		return true
+	}
+	return in && (mayHold(line, "assistant") || !claudeCutHarmless(line, ids))
+}
+
+// claudeDispatched returns the plans a user line l (line, decoded)
+// dispatches: none unless its prompt is the user's own and holds a
+// dispatch line as written.
+func claudeDispatched(l *claudeLine, line []byte) []string {
+	if l.Type != "user" || l.IsSidechain || l.IsMeta || l.IsCompactSummary || !bytes.Contains(line, []byte(dispatchPost)) {
+		return nil
+	}
+	return dispatched(claudeText(l.Message.Content))
 }
 
 // claudeCutHarmless says whether a line cut short is surely not a

@@ -57,7 +57,7 @@ func (t codexTotal) counts() counts {
 // input neither read from nor written to the cache (see codexTotal). With
 // plan "" the last plan dispatched is read.
 func CodexRollout(r io.Reader, plan string) Usage {
-	return codexRollout(r, plan, false, MaxFile)
+	return codexRollout(r, plan, false, false, MaxFile)
 }
 
 // CodexRolloutFile is CodexRollout of the file at path, of which at most
@@ -67,15 +67,57 @@ func CodexRolloutFile(path, plan string) Usage {
 }
 
 func codexRolloutFile(path, plan string, max int64) Usage {
-	f, tail, err := openTail(path, max)
+	f, lo, hi, err := openTail(path, max)
 	if err != nil {
 		return missing(SourceCodexRollout, plan, "rollout unreadable: "+err.Error())
 	}
 	defer f.Close()
-	return codexRollout(f, plan, tail, max)
+	tail := lo > 0
+	// What is counted depends only on the lines from the last one that
+	// starts plan's part, and on two before it: the last token count (the
+	// part's baseline) and the last turn context naming a model. They
+	// are looked for from the end (a long session's rollout is long, its
+	// last part short) and the lines are read on from the first of them.
+	// Lacking a start, every line is read, to say so as a full read does.
+	seg := segmenter{plan: plan, last: plan == ""}
+	var (
+		begin, from      int64 = -1, -1
+		haveBase, haveMo bool
+	)
+	err = linesBack(f, lo, hi, tail, func(line []byte, at int64) bool {
+		if !codexMayCount(line) || begin < 0 && !bytes.Contains(line, []byte(dispatchPost)) && !escapesASCII(line) {
+			return true
+		}
+		var l codexLine
+		if json.Unmarshal(line, &l) != nil {
+			return true
+		}
+		switch {
+		case begin < 0:
+			if seg.starts(l.dispatched(line)) {
+				begin, from = at, at
+			}
+		case l.Type == "turn_context" && l.Payload.Model != "" && !haveMo:
+			haveMo, from = true, at
+		case l.isTokenCount() && !haveBase:
+			haveBase, from = true, at
+		}
+		return begin < 0 || !haveBase || !haveMo
+	})
+	if err == nil && from >= 0 {
+		if _, err := f.Seek(from, io.SeekStart); err == nil {
+			return codexRollout(f, plan, false, tail, max)
+		}
+	}
+	if _, err := f.Seek(lo, io.SeekStart); err != nil {
+		return missing(SourceCodexRollout, plan, "rollout unreadable: "+err.Error())
+	}
+	return codexRollout(f, plan, tail, tail, max)
 }
 
-func codexRollout(r io.Reader, plan string, tail bool, max int64) Usage {
+// codexRollout reads r from a line's start (or, with skipFirst, from
+// inside one); tail says the file's start is not in r.
+func codexRollout(r io.Reader, plan string, skipFirst, tail bool, max int64) Usage {
 	seg := segmenter{plan: plan, last: plan == ""}
 	var (
 		found, haveTotal, baseKnown, cutShort bool
@@ -95,7 +137,10 @@ func codexRollout(r io.Reader, plan string, tail bool, max int64) Usage {
 		ms = models{}
 		ms.add(model)
 	}
-	err := lines(r, tail, func(line []byte, cut bool) {
+	err := lines(r, skipFirst, func(line []byte, cut bool) {
+		if !cut && !codexMayCount(line) {
+			return
+		}
 		var l codexLine
 		if cut || json.Unmarshal(line, &l) != nil {
 			if seg.in && bytes.Contains(line, []byte(`"token_count"`)) {
@@ -112,15 +157,9 @@ func codexRollout(r io.Reader, plan string, tail bool, max int64) Usage {
 					ms.add(model)
 				}
 			}
-		case l.Type == "response_item" && p.Type == "message" && p.Role == "user":
-			if bytes.Contains(line, []byte(dispatchPost)) {
-				start(dispatched(codexText(p.Content)))
-			}
-		case l.Type == "event_msg" && p.Type == "user_message":
-			if strings.Contains(p.Message, dispatchPost) {
-				start(dispatched(p.Message))
-			}
-		case l.Type == "event_msg" && p.Type == "token_count" && p.Info != nil:
+		case l.isUserInput():
+			start(l.dispatched(line))
+		case l.isTokenCount():
 			if seg.in && (p.Info.Total != total || !haveTotal) {
 				end = p.Info.Total
 				messages++
@@ -146,6 +185,47 @@ func codexRollout(r io.Reader, plan string, tail bool, max int64) Usage {
 		u.Missing = "the rollout's last token count was cut short (still being written): counted up to the one before"
 	}
 	return u
+}
+
+// codexMayCount says whether a complete line may change what is counted,
+// found without decoding it (most lines are tool calls and bookkeeping):
+// a turn context, a token count or a user input dispatching a plan holds
+// its type or the dispatch line's end, as written or escaped.
+func codexMayCount(line []byte) bool {
+	return bytes.Contains(line, []byte("token_count")) || bytes.Contains(line, []byte("turn_context")) ||
+		bytes.Contains(line, []byte(dispatchPost)) || escapesASCII(line)
+}
+
+// isUserInput says whether l is what the user typed: a response item
+// message of role user, or a user message event.
+func (l *codexLine) isUserInput() bool {
+	p := &l.Payload
+	return l.Type == "response_item" && p.Type == "message" && p.Role == "user" ||
+		l.Type == "event_msg" && p.Type == "user_message"
+}
+
+// isTokenCount says whether l is a token count event with totals (Codex
+// writes one with none before the first response).
+func (l *codexLine) isTokenCount() bool {
+	return l.Type == "event_msg" && l.Payload.Type == "token_count" && l.Payload.Info != nil
+}
+
+// dispatched returns the plans user input l (line, decoded) dispatches:
+// a response item holding a dispatch line as written, or a user message
+// event holding one.
+func (l *codexLine) dispatched(line []byte) []string {
+	p := &l.Payload
+	switch {
+	case l.Type == "response_item" && p.Type == "message" && p.Role == "user":
+		if bytes.Contains(line, []byte(dispatchPost)) {
+			return dispatched(codexText(p.Content))
+		}
+	case l.Type == "event_msg" && p.Type == "user_message":
+		if strings.Contains(p.Message, dispatchPost) {
+			return dispatched(p.Message)
+		}
+	}
+	return nil
 }
 
 // codexText is the text of a response item message's input_text blocks.

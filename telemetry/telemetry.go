@@ -18,6 +18,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -174,29 +175,37 @@ func (s *segmenter) turn(plans []string) (start bool) {
 	if len(plans) == 0 {
 		return false
 	}
-	if s.last {
+	s.in = s.starts(plans)
+	if s.in && s.last {
 		s.plan = plans[len(plans)-1]
-		s.in = true
-		return true
 	}
-	for _, p := range plans {
-		if p == s.plan {
-			s.in = true
-			return true
-		}
-	}
-	s.in = false
-	return false
+	return s.in
+}
+
+// starts says whether a user input naming plans starts a part for the
+// asked plan: it does not depend on the lines before.
+func (s segmenter) starts(plans []string) bool {
+	return len(plans) > 0 && (s.last || slices.Contains(plans, s.plan))
 }
 
 // lines calls fn for every complete line of r, and for a last line with
 // no newline, with cut set (an agent may be writing it). skipFirst drops
-// the first line (a tail read starts inside one).
+// the first line (a tail read starts inside one). A line is given in a
+// buffer reused for the next one: fn must not keep it.
 func lines(r io.Reader, skipFirst bool, fn func(line []byte, cut bool)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
+	var long []byte // a line longer than br's buffer, put together
 	first := true
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
 		if len(line) > 0 {
 			complete := line[len(line)-1] == '\n'
 			if !(first && skipFirst) {
@@ -215,31 +224,113 @@ func lines(r io.Reader, skipFirst bool, fn func(line []byte, cut bool)) error {
 	}
 }
 
+// linesBack calls fn for the complete lines of r's bytes [lo, hi), the
+// last first, each as lines gives it, with the offset its line starts at,
+// until fn returns false. The bytes after the last newline (a line being
+// written) are not a line here, and with skipFirst neither is the first.
+// A line is given in a buffer reused for the next one.
+func linesBack(r io.ReaderAt, lo, hi int64, skipFirst bool, fn func(line []byte, at int64) bool) error {
+	const chunk = 64 << 10
+	var buf, spare []byte // buf holds r's bytes [off, off+len(buf))
+	off := hi
+	// prev returns the offset of the last newline before end, or lo-1,
+	// reading what is before buf as needed.
+	prev := func(end int64) (int64, error) {
+		for {
+			if i := bytes.LastIndexByte(buf[:end-off], '\n'); i >= 0 {
+				return off + int64(i), nil
+			}
+			if off == lo {
+				return lo - 1, nil
+			}
+			n := int64(max(chunk, len(buf))) // doubles for a long line
+			n = min(n, off-lo)
+			keep := end - off
+			if int64(cap(spare)) < n+keep {
+				spare = make([]byte, 0, 2*(n+keep))
+			}
+			next := spare[:n+keep]
+			copy(next[n:], buf[:keep])
+			if _, err := r.ReadAt(next[:n], off-n); err != nil {
+				return 0, err
+			}
+			buf, spare, off = next, buf[:0], off-n
+		}
+	}
+	nl, err := prev(hi)
+	for err == nil && nl >= lo {
+		var start int64
+		if start, err = prev(nl); err != nil {
+			break
+		}
+		start++
+		if start == lo && skipFirst {
+			return nil
+		}
+		if line := bytes.TrimSpace(buf[start-off : nl+1-off]); len(line) > 0 && !fn(line, start) {
+			return nil
+		}
+		nl = start - 1
+	}
+	return err
+}
+
+// mayHold says whether a JSON line may hold s (ASCII) in one of its
+// strings, as decoded, without decoding it: s as written, or an escape
+// that could stand for a character of it.
+func mayHold(line []byte, s string) bool {
+	return bytes.Contains(line, []byte(s)) || escapesASCII(line)
+}
+
+// escapesASCII says whether line may hold a JSON escape of a printable
+// ASCII character (\/ or \u0020 to \u007f), which may spell a key word
+// without its letters in a row (an escaped backslash before "u0041" is
+// taken for one too: reading a line for nothing costs only time). Claude
+// Code and Codex escape only quotes, backslashes and control characters
+// (\u001b), so this is rare.
+func escapesASCII(line []byte) bool {
+	if bytes.Contains(line, []byte(`\/`)) {
+		return true
+	}
+	for {
+		i := bytes.Index(line, []byte(`\u00`))
+		if i < 0 || i+4 >= len(line) {
+			return false
+		}
+		if c := line[i+4]; c >= '2' && c <= '7' {
+			return true
+		}
+		line = line[i+4:]
+	}
+}
+
 // openTail opens a regular file for reading at most max bytes of its
-// end; tail says the start was not read.
-func openTail(path string, max int64) (f *os.File, tail bool, err error) {
+// end: the bytes [lo, hi), hi its size when opened; lo > 0 says the start
+// was not read. f is at lo.
+func openTail(path string, max int64) (f *os.File, lo, hi int64, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, 0, err
 	}
 	if !fi.Mode().IsRegular() {
 		// A FIFO would block the reader (and a hook must never hang).
-		return nil, false, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return nil, 0, 0, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
 	f, err = os.Open(path)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, 0, err
 	}
 	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, false, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return nil, 0, 0, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
-	if fi.Size() > max {
-		if _, err := f.Seek(fi.Size()-max, io.SeekStart); err != nil {
+	hi = fi.Size()
+	if hi > max {
+		lo = hi - max
+		if _, err := f.Seek(lo, io.SeekStart); err != nil {
 			f.Close()
-			return nil, false, err
+			return nil, 0, 0, err
 		}
-		tail = true
 	}
-	return f, tail, nil
+	return f, lo, hi, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -14,10 +15,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/board"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
+	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/logfmt"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/web"
 )
 
 type serveOptions struct {
@@ -33,6 +38,7 @@ type serveOptions struct {
 	Headless    bool
 	Rebuild     bool
 	Verbose     bool
+	HTTP        string         // the web board's listen address, empty for none
 	profile     *agent.Profile // what Agent resolved to
 }
 
@@ -51,6 +57,11 @@ func newServeCmd(s streams) *cobra.Command {
 			}
 			if o.Headless && o.Workers == 0 {
 				return usagef("--headless needs --workers N (how many plans may run at once)")
+			}
+			if o.HTTP != "" {
+				if _, err := web.CheckAddr(o.HTTP); err != nil {
+					return usageError{err}
+				}
 			}
 			if o.Workers > 0 && strings.TrimSpace(o.Agent) == "" {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
@@ -82,6 +93,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "no tmux: run each plan as a child process of the agent's headless command (output in .orch/logs/)")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
+	cmd.Flags().StringVar(&o.HTTP, "http", "", "serve the web board on this loopback address (127.0.0.1:0 picks a free port); its URL, with its token, is printed and written to .orch/board.url")
 	return cmd
 }
 
@@ -96,7 +108,8 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 	if o.Verbose {
 		level = slog.LevelDebug
 	}
-	return lead.Run(ctx, lead.Config{
+	logger := slog.New(logfmt.NewLineHandler(s.Err, level))
+	cfg := lead.Config{
 		Root:        root,
 		Workers:     o.Workers,
 		Agent:       o.Agent,
@@ -113,6 +126,37 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		Headless:    o.Headless,
 		Profile:     o.profile,
 		Fault:       os.Getenv(lead.FaultEnv),
-		Logger:      slog.New(logfmt.NewLineHandler(s.Err, level)),
-	})
+		Logger:      logger,
+	}
+	if o.HTTP != "" {
+		// Listening first: a port in use fails orch serve before it starts
+		// anything. The URL is told only once the loop runs (it holds the
+		// repo's lock), so a second orch serve never overwrites the first's.
+		srv, err := web.Listen(web.Config{Addr: o.HTTP, Root: root, Log: logger})
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer srv.Close()
+		urlFile := filepath.Join(orchdir.Of(root), web.URLFile)
+		written := false
+		defer func() {
+			if written {
+				os.Remove(urlFile)
+			}
+		}()
+		cfg.OnBoard = func(p *board.Publisher) {
+			if err := srv.Follow(p); err != nil {
+				logger.Warn("web board", "err", err)
+				return
+			}
+			// The file first: whoever reads the printed line finds it there.
+			if err := atomicfile.Write(urlFile, []byte(srv.URL()+"\n"), 0o600); err != nil {
+				logger.Warn("web board: URL not written", "file", urlFile, "err", err)
+			} else {
+				written = true
+			}
+			fmt.Fprintf(s.Out, "board: %s\n", srv.URL())
+		}
+	}
+	return lead.Run(ctx, cfg)
 }

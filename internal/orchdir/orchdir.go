@@ -31,7 +31,8 @@ const (
 	Gates         = "gates"       // scratch worktrees the acceptance gates run in
 	Integrate     = "integrate"   // orch integrate's scratch worktree
 	IntegrateLock = "integrate.lock"
-	Agents        = "agents" // per-worker agent configuration, agents/<wN>/
+	Agents        = "agents"    // per-worker agent configuration, agents/<wN>/
+	BoardURL      = "board.url" // the web board's URL with its token (orch serve --http), mode 0600
 )
 
 // WorkerKey is the path of worker id's seed in the .orch directory dir.
@@ -42,7 +43,7 @@ func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerK
 var PrivateDirs = []string{Agents, Creds, Gates, Integrate, JetStream, Logs, Spool}
 
 // PrivateFiles are the files directly in .orch/ that only orch writes.
-var PrivateFiles = []string{Broker, GitLock, IntegrateLock, ServeLock, ServePID, State}
+var PrivateFiles = []string{BoardURL, Broker, GitLock, IntegrateLock, ServeLock, ServePID, State}
 
 // Of returns the .orch directory of a repo root.
 func Of(root string) string { return filepath.Join(root, Name) }

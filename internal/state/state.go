@@ -95,8 +95,8 @@ type Run struct {
 	Result   string    `json:"result,omitempty"` // harvest commit
 	Ledger   int       `json:"ledger,omitempty"` // ledger entry id
 	// LedgeredAttempt is the attempt whose harvest made entry Ledger.
-	LedgeredAttempt int `json:"ledgered_attempt,omitempty"`
-	Queued   time.Time `json:"queued,omitzero"`
+	LedgeredAttempt int       `json:"ledgered_attempt,omitempty"`
+	Queued          time.Time `json:"queued,omitzero"`
 	// AttemptSince is when the current attempt began: the time of the
 	// orch dispatch that queued it, or of its automatic re-queue. Worker
 	// events sent before it belong to an earlier attempt.
