@@ -150,3 +150,42 @@ func TestFrameIsLean(t *testing.T) {
 		t.Errorf("%d bytes per plan", per)
 	}
 }
+
+// Alerts of the same kind and time come in one order, whatever the order
+// of the record's map: the terminal and the page agree, rows do not jump.
+func TestAttentionOrderIsStable(t *testing.T) {
+	st := state.New()
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for _, n := range []string{"d", "b", "a", "c", "e"} {
+		st.Plans[n] = &state.Run{Name: n, State: state.PlanFailed, Updated: at}
+	}
+	var first []string
+	for i := 0; i < 20; i++ {
+		var got []string
+		for _, a := range Build(FrameOf(st, nil, at), nil, at).Attention {
+			got = append(got, a.Plan)
+		}
+		if i == 0 {
+			first = got
+			if !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
+				t.Fatalf("attention %v, want by name", got)
+			}
+		} else if !slices.Equal(got, first) {
+			t.Fatalf("attention order changed: %v then %v", first, got)
+		}
+	}
+}
+
+// A dispatched plan's dependencies are the ones it was dispatched with,
+// not its folder's now.
+func TestDependenciesAreTheEnforcedOnes(t *testing.T) {
+	st := state.New()
+	st.Plans["b"] = &state.Run{Name: "b", State: state.PlanQueued, Def: &state.Def{DependsOn: []string{"a"}}}
+	defs := map[string]*plans.Plan{"b": {Name: "b", DependsOn: []string{"x"}}, "a": {Name: "a"}}
+	v := Build(FrameOf(st, nil, time.Now()), defs, time.Now())
+	for _, p := range v.Plans {
+		if p.Name == "b" && (!slices.Equal(p.DependsOn, []string{"a"}) || p.Waiting != "waits for a (draft)") {
+			t.Errorf("b: depends on %v, waiting %q; want [a], waits for a", p.DependsOn, p.Waiting)
+		}
+	}
+}

@@ -1,10 +1,10 @@
 // Package board is what the live boards show — orch watch in a terminal
 // and the web page of orch serve --http — and how it reaches them: the
-// lead loop publishes a Frame (its record of workers and runs) after each
-// save that changed something, on the broker and to in-process followers;
-// a board turns a frame into a View (attention first, a timeline of
-// attempts, the critical path) and redraws. Nothing here reads state on
-// a timer: a frame comes because the lead saved.
+// lead loop publishes a Frame (its record of workers and runs) after a
+// save while a board follows, and when one asks, on the broker and to
+// in-process followers; a board turns a frame into a View (attention
+// first, a timeline of attempts, the critical path) and redraws. Nothing
+// here reads state on a timer: a frame comes because the lead saved.
 package board
 
 import (
@@ -76,6 +76,11 @@ type PlanFrame struct {
 	Tokens   string `json:"tokens,omitempty"`
 	VerifyOf string `json:"verify_of,omitempty"`
 	Spans    []Span `json:"spans,omitempty"`
+	// Def says the run carries what it was dispatched with: its
+	// dependencies (DependsOn, DependsOnState) are the ones enforced.
+	Def            bool     `json:"def,omitempty"`
+	DependsOn      []string `json:"depends_on,omitempty"`
+	DependsOnState string   `json:"depends_on_state,omitempty"`
 }
 
 // Span is one attempt of a plan on a worker; End is nil while it runs.
@@ -93,8 +98,9 @@ type Said struct {
 	event.Callback
 }
 
-// FrameOf copies what a board shows out of st: the frame shares nothing
-// with the record, so the loop may change st once it is encoded.
+// FrameOf copies what a board shows out of st. A span's End points into
+// the record: the frame is for encoding at once (Publisher.Offer does),
+// not for keeping.
 func FrameOf(st *state.State, said []Said, now time.Time) Frame {
 	f := Frame{Time: now.UTC(), Session: st.Session, Isolation: st.Isolation,
 		Workers: make([]WorkerFrame, 0, len(st.Workers)), Plans: make([]PlanFrame, 0, len(st.Plans)),
@@ -106,6 +112,9 @@ func FrameOf(st *state.State, said []Said, now time.Time) Frame {
 	for _, p := range st.Plans {
 		pf := PlanFrame{Name: p.Name, State: string(p.State), Attempt: p.Attempts, Worker: p.Worker, Status: cut(p.Status),
 			Reason: cut(p.Reason), Since: p.AttemptSince, Updated: p.Updated, Gates: gates(p), VerifyOf: p.VerifyOf}
+		if p.Def != nil {
+			pf.Def, pf.DependsOn, pf.DependsOnState = true, p.Def.DependsOn, p.Def.DependsOnState
+		}
 		if v := p.Verification; v != nil {
 			pf.Verdict = v.Outcome
 			if pf.Verdict == "" {
@@ -167,7 +176,9 @@ func SaidOf(st *state.State) []Said {
 	var out []Said
 	for _, h := range st.Handled {
 		if h.Callback != nil {
-			out = append(out, Said{Time: h.Time, Callback: *h.Callback})
+			cb := *h.Callback
+			cb.Status, cb.Line = cut(cb.Status), cut(cb.Line)
+			out = append(out, Said{Time: h.Time, Callback: cb})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })

@@ -71,6 +71,13 @@ func NewPublisher(nc *nats.Conn, prefix string, said []Said, interest func(strin
 			return nil, err
 		}
 		p.sub = sub
+		// The server has the subscription once Flush returns: a board's
+		// ask from then on is heard (the loop offers a frame anyway when
+		// it is ready, for one that asked before).
+		if err := nc.Flush(); err != nil {
+			sub.Unsubscribe()
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -99,6 +106,7 @@ func (p *Publisher) Watched() bool {
 func (p *Publisher) Said(cb event.Callback, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	cb.Status, cb.Line = cut(cb.Status), cut(cb.Line)
 	p.said = append([]Said{{Time: at.UTC(), Callback: cb}}, p.said...)
 	if len(p.said) > MaxCallbacks {
 		p.said = p.said[:MaxCallbacks]

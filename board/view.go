@@ -142,6 +142,7 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 	for i := range f.Plans {
 		runs[f.Plans[i].Name] = &f.Plans[i]
 	}
+	defs = enforced(defs, runs)
 	names := map[string]bool{}
 	for n := range runs {
 		names[n] = true
@@ -198,13 +199,35 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 	})
 	sort.SliceStable(v.Attention, func(i, j int) bool {
 		ri, rj := alertRank(v.Attention[i].Kind), alertRank(v.Attention[j].Kind)
-		if ri != rj {
+		a, b := v.Attention[i], v.Attention[j]
+		switch {
+		case ri != rj:
 			return ri < rj
+		case !a.Since.Equal(b.Since):
+			return a.Since.Before(b.Since)
+		case a.Plan != b.Plan:
+			return a.Plan < b.Plan
 		}
-		return v.Attention[i].Since.Before(v.Attention[j].Since)
+		return a.Worker < b.Worker
 	})
 	v.Timeline, v.Critical = timeline(f, defs, now)
 	return v
+}
+
+// enforced is defs with each dispatched run's own dependencies in place
+// of its folder's: what the loop holds the plan to (its PLAN.md when it
+// was dispatched), not what the work tree's file says now.
+func enforced(defs map[string]*plans.Plan, runs map[string]*PlanFrame) map[string]*plans.Plan {
+	out := make(map[string]*plans.Plan, len(defs)+len(runs))
+	for n, d := range defs {
+		out[n] = d
+	}
+	for n, p := range runs {
+		if p.Def {
+			out[n] = &plans.Plan{Name: n, DependsOn: p.DependsOn, DependsOnState: p.DependsOnState}
+		}
+	}
+	return out
 }
 
 func alertRank(kind string) int {

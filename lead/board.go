@@ -25,10 +25,18 @@ import (
 // and orch stats read: each attempt's history, each worker's last event,
 // the agents' own token counts.
 
-// boardUp starts the frames' publisher on the loop's connection.
+// boardUp starts the frames' publisher on a connection of its own: a
+// board that stops reading (orch watch suspended) can slow the connection
+// it reads from, and that must never be the one the loop acks on.
 func (l *Loop) boardUp(ctx context.Context) error {
-	p, err := board.NewPublisher(l.nc, l.prefix, board.SaidOf(l.st), l.b.Interest)
+	nc, err := l.b.ConnectLead()
 	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, nc.Close)
+	p, err := board.NewPublisher(nc, l.prefix, board.SaidOf(l.st), l.b.Interest)
+	if err != nil {
+		nc.Close()
 		return err
 	}
 	l.board, l.boardDue = p, make(chan struct{}, 1)
@@ -47,6 +55,13 @@ func (l *Loop) frameSoon() {
 	if l.board == nil || !l.board.Watched() {
 		return
 	}
+	l.frameGate()
+}
+
+// frameGate offers a frame now, or arms the timer for one MinGap after
+// the last (a board's ask goes through it too: asks cost at most one
+// frame per MinGap).
+func (l *Loop) frameGate() {
 	since := time.Since(l.lastFrame) // the wall clock: a rate, not a record
 	if since >= board.MinGap {
 		l.offerFrame()

@@ -451,6 +451,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.Ready(l.b.URL())
 	}
 	l.log.Info("lead loop ready", "workers", len(l.st.Workers), "repo", cfg.Root)
+	// A board that asked before the publisher listened gets its frame.
+	l.frameSoon()
 	for {
 		l.turn = turn{}
 		select {
@@ -471,7 +473,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		case <-l.boardDue:
 			l.offerFrame() // held back by MinGap, due now
 		case <-l.board.Wanted():
-			l.offerFrame()
+			l.frameGate()
 		case d := <-l.fleet.Deaths():
 			l.reportDeath(d)
 		case n := <-l.fleet.Exits():

@@ -280,7 +280,7 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 	if h.parent != nil {
 		h.wasPar = *h.parent
 	}
-	p.Def = &state.Def{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet, DependsOn: def.DependsOn}
+	p.Def = &state.Def{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet, DependsOn: def.DependsOn, DependsOnState: def.DependsOnState}
 	delete(l.defs, p.Name) // this attempt holds it now; the next one reads PLAN.md again
 	if l.isolated() && p.Preparing == 0 {
 		// Git is never killed half-way (a stopping loop waits for it): a

@@ -157,7 +157,7 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 				return m, nil
 			}
 			m.setStatus("sending to "+to+"…", false)
-			return m, m.run("send", to, "send", to, text)
+			return m, m.run("send", to, "send", "--", to, text)
 		}
 		var cmd tea.Cmd
 		m.input, cmd = m.input.Update(k)
@@ -167,7 +167,7 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		case "esc", "q", "o":
 			m.mode, m.screen, m.screenWorker = boardMode, "", ""
 		case "r":
-			return m, m.run("read", m.screenWorker, "read", m.screenWorker)
+			return m, m.run("read", m.screenWorker, "read", "--", m.screenWorker)
 		case "t":
 			return m.startTyping(m.screenWorker)
 		}
@@ -224,7 +224,7 @@ func (m Model) selectedWorker() string {
 
 func (m Model) open(worker string) (tea.Model, tea.Cmd) {
 	m.setStatus("reading "+worker+"'s screen…", false)
-	return m, m.run("read", worker, "read", worker)
+	return m, m.run("read", worker, "read", "--", worker)
 }
 
 func (m Model) startTyping(worker string) (tea.Model, tea.Cmd) {
@@ -247,7 +247,7 @@ func (m Model) dispatch() (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.setStatus("dispatching "+p.Name+"…", false)
-		return m, m.run("dispatch", p.Name, "dispatch", p.Name)
+		return m, m.run("dispatch", p.Name, "dispatch", "--", p.Name)
 	}
 	return m, nil
 }

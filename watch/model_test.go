@@ -209,7 +209,7 @@ func press(t *testing.T, m Model, keys ...string) Model {
 func TestKeys(t *testing.T) {
 	// Rows: w2 w3 w1 ask build docs draft-one schema...
 	t.Run("dispatch a draft plan", func(t *testing.T) {
-		f := fake.New(t).In("/repo").Expect("orch", []string{"dispatch", "draft-one"}, "queued draft-one\n", nil)
+		f := fake.New(t).In("/repo").Expect("orch", []string{"dispatch", "--", "draft-one"}, "queued draft-one\n", nil)
 		m := press(t, newModel(t, f, 80, 24), "j", "j", "j", "j", "j", "j", "d")
 		if m.status != "queued draft-one" || m.statusBad {
 			t.Errorf("status %q (bad %v)", m.status, m.statusBad)
@@ -217,7 +217,7 @@ func TestKeys(t *testing.T) {
 	})
 	t.Run("dispatch refused", func(t *testing.T) {
 		err := &runner.Error{Cmd: runner.Cmd{Name: "orch"}, ExitCode: 1, Stderr: "orch: dispatch docs: refused by the lead loop: a cycle\n"}
-		f := fake.New(t).In("/repo").Expect("orch", []string{"dispatch", "docs"}, "", err)
+		f := fake.New(t).In("/repo").Expect("orch", []string{"dispatch", "--", "docs"}, "", err)
 		m := press(t, newModel(t, f, 80, 24), "j", "j", "j", "j", "j", "d")
 		if m.status != "dispatch docs: dispatch docs: refused by the lead loop: a cycle" || !m.statusBad {
 			t.Errorf("status %q (bad %v)", m.status, m.statusBad)
@@ -233,8 +233,8 @@ func TestKeys(t *testing.T) {
 		}
 	})
 	t.Run("open a worker's screen", func(t *testing.T) {
-		f := fake.New(t).In("/repo").Expect("orch", []string{"read", "w1"}, "scripted agent w1 ready\n→ plan build\n", nil).
-			Expect("orch", []string{"read", "w1"}, "again\n", nil)
+		f := fake.New(t).In("/repo").Expect("orch", []string{"read", "--", "w1"}, "scripted agent w1 ready\n→ plan build\n", nil).
+			Expect("orch", []string{"read", "--", "w1"}, "again\n", nil)
 		m := press(t, newModel(t, f, 80, 24), "j", "j", "enter")
 		lines := plain(m)
 		if m.mode != screenMode || !strings.HasPrefix(lines[1], "w1's screen") || lines[3] != "→ plan build" {
@@ -250,7 +250,7 @@ func TestKeys(t *testing.T) {
 		}
 	})
 	t.Run("o on a plan opens its worker", func(t *testing.T) {
-		f := fake.New(t).In("/repo").Expect("orch", []string{"read", "w2"}, "asks\n", nil)
+		f := fake.New(t).In("/repo").Expect("orch", []string{"read", "--", "w2"}, "asks\n", nil)
 		m := press(t, newModel(t, f, 80, 24), "j", "j", "j", "o")
 		if m.screenWorker != "w2" {
 			t.Errorf("opened %q, want w2 (ask's worker)", m.screenWorker)
@@ -258,7 +258,7 @@ func TestKeys(t *testing.T) {
 	})
 	t.Run("type a line", func(t *testing.T) {
 		// q is typed, not a quit, while the text input is open.
-		f := fake.New(t).In("/repo").Expect("orch", []string{"send", "w2", "quit, go on"}, "", nil)
+		f := fake.New(t).In("/repo").Expect("orch", []string{"send", "--", "w2", "quit, go on"}, "", nil)
 		m := press(t, newModel(t, f, 80, 24), "t")
 		if m.mode != typingMode {
 			t.Fatalf("t did not open the text input")
@@ -316,5 +316,13 @@ func TestFeedLatestWins(t *testing.T) {
 func TestErrLine(t *testing.T) {
 	if got := errLine(errors.New("plain")); got != "plain" {
 		t.Errorf("errLine = %q", got)
+	}
+}
+
+// A worker's text cannot reorder a board line (bidi overrides) or move
+// the cursor (escapes): both become spaces.
+func TestCleanFormatCharacters(t *testing.T) {
+	if got := clean("ok\u202egnp.exe\x1b[2J"); got != "ok gnp.exe [2J" {
+		t.Errorf("clean = %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
@@ -193,7 +194,11 @@ func (m Model) board(w, n int) []string {
 	sel := m.selIndex(items)
 
 	out = append(out, title.Render(fit(sectionTitle("WORKERS", wr, nw), w)))
-	start := window(sel, wr, nw)
+	wsel := sel
+	if sel >= nw {
+		wsel = -1 // a plan is selected: the workers' list stays at its top
+	}
+	start := window(wsel, wr, nw)
 	for i := start; i < start+wr; i++ {
 		out = append(out, m.styleRow(m.workerLine(v.Workers[i]), w, i == sel, v.Workers[i].Alert))
 	}
@@ -339,8 +344,8 @@ func pad(s string, w int) string {
 // cursor or colours the terminal.
 func clean(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return ' '
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Cf, r) {
+			return ' ' // Cf: bidi overrides and other format characters reorder a line
 		}
 		return r
 	}, s)

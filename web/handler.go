@@ -55,6 +55,7 @@ func (s *Server) Handler() http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		if !loopbackHost(r.Host) {
+			h.Set("Connection", "close") // a refused client keeps no connection
 			http.Error(w, "forbidden: the orch board answers only to a loopback Host (127.0.0.1, [::1], localhost), not "+
 				fmt.Sprintf("%q", r.Host)+"; open the URL orch serve printed", http.StatusForbidden)
 			return
@@ -63,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 		// length of what was sent.
 		got := sha256.Sum256([]byte(r.URL.Query().Get("token")))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			h.Set("Connection", "close")
 			http.Error(w, "forbidden: the orch board needs its token; open the URL orch serve printed "+
 				"(board: http://ADDR/?token=...), also in .orch/board.url", http.StatusForbidden)
 			return

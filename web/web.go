@@ -123,6 +123,9 @@ func Listen(cfg Config) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		// A connection left idle is closed: local users could otherwise
+		// hold the lead's descriptors open for ever.
+		IdleTimeout: 60 * time.Second,
 		// No WriteTimeout: an event stream lasts as long as the page;
 		// each write has its own deadline (handler.go).
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),

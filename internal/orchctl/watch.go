@@ -38,6 +38,9 @@ func Follow(ctx context.Context, root string, show func(board.View)) error {
 		return fmt.Errorf("watch: %w (run orch init first)", err)
 	}
 	frames := make(chan []byte, 1)
+	// closed gets a value when a connection ended: Follow then looks at
+	// its current one (an older one's end, or one dialBoard gave up, comes
+	// late and changes nothing; connect keeps a live connection).
 	closed := make(chan struct{}, 1)
 	exited := make(chan struct{}, 1)
 	exits, err := newExitWaiter(exited)
@@ -94,7 +97,6 @@ func Follow(ctx context.Context, root string, show func(board.View)) error {
 			defs, _, _ := plans.LoadEach(root)
 			show(board.Build(f, defs, time.Now()))
 		case <-closed:
-			nc = nil
 			connect()
 		case ev, ok := <-w.Events:
 			if !ok {
@@ -127,16 +129,12 @@ func dialBoard(od string, frames chan []byte, closed chan struct{}) (*nats.Conn,
 	nc.SetClosedHandler(func(*nats.Conn) {
 		select {
 		case closed <- struct{}{}:
-		default:
+		default: // one is waiting: Follow looks at its connection then
 		}
 	})
-	// Only the subscription's goroutine delivers; the frame slot is
-	// emptied and refilled under a lock all the same, so that a second
-	// deliverer could never leave Follow blocked sending to itself.
-	var mu sync.Mutex
+	// Only this connection's subscription delivers (one goroutine), and
+	// Follow only takes: emptying then refilling the slot cannot block.
 	deliver := func(b []byte) {
-		mu.Lock()
-		defer mu.Unlock()
 		select {
 		case <-frames: // the board has not drawn the last one: this one replaces it
 		default:

@@ -179,8 +179,10 @@ type Def struct {
 	Acceptance []string   `json:"acceptance,omitempty"`
 	Verify     int        `json:"verify,omitempty"`
 	Bet        *plans.Bet `json:"bet,omitempty"`
-	// DependsOn is kept for the ledger and orch stats (the critical path).
-	DependsOn []string `json:"depends_on,omitempty"`
+	// DependsOn and DependsOnState are kept for the ledger, orch stats and
+	// the boards (the critical path, what a plan waits for).
+	DependsOn      []string `json:"depends_on,omitempty"`
+	DependsOnState string   `json:"depends_on_state,omitempty"`
 }
 
 // Handled records that an event had its effect, and the callback it
