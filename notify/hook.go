@@ -57,6 +57,12 @@ func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
 		}
 	}
 	e.Usage = hookUsage(args[0], data, e, env)
+	if u := e.Usage; u != nil && u.Plan != "" && args[0] == "claude" && env("ORCH_PLAN") == "" {
+		// The turn that ended is the last plan dispatched to the session
+		// (its transcript says), not the checkout's: orch may have handed
+		// the worker its next plan, and switched the branch, already.
+		e.Plan = u.Plan
+	}
 	cfg, err := WorkerConfig(env, cwd)
 	if err != nil {
 		fmt.Fprintf(stderr, "orch-notify hook: %s not kept: %v\n", e.Kind, err)

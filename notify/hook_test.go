@@ -455,3 +455,27 @@ func TestHookSendsUsage(t *testing.T) {
 		t.Errorf("codex usage %+v", u)
 	}
 }
+
+// A Stop hook that fires after orch handed the worker its next plan (the
+// checkout is on that plan's branch already) names the plan whose turn
+// ended, the transcript's last dispatched one, not the checkout's.
+func TestStopNamesTheTurnsPlan(t *testing.T) {
+	root := repoWithOrch(t)
+	wt := worktreeOnPlan(t, root, "next")
+	spool := filepath.Join(root, orchdir.Name, orchdir.Spool)
+	env := func(k string) string {
+		return map[string]string{"ORCH_WORKER": "w1", "ORCH_DIR": filepath.Join(root, orchdir.Name), "ORCH_NOTIFY_TIMEOUT": "200ms"}[k]
+	}
+	abs, _ := filepath.Abs(claudeFixture)
+	var stderr bytes.Buffer
+	if code := Hook([]string{"claude"}, env, strings.NewReader(`{"transcript_path":"`+abs+`","cwd":"`+wt+`","hook_event_name":"Stop"}`), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	events, _, err := event.ReadSpool(spool)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("spool: %v, %v", events, err)
+	}
+	if e := events[0].Event; e.Kind != event.Idle || e.Plan != "apierr" {
+		t.Errorf("Stop sent %s for %q, want idle for apierr (the transcript's last dispatch), not the checkout's next", e.Kind, e.Plan)
+	}
+}
