@@ -189,3 +189,20 @@ func TestDependenciesAreTheEnforcedOnes(t *testing.T) {
 		}
 	}
 }
+
+// A plan dispatched again once done weighs its latest run on the critical
+// path, not the time since its first.
+func TestCriticalPathWeighsTheLatestRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
+	st := state.New()
+	st.Plans["a"] = &state.Run{Name: "a", State: state.PlanDone, Attempts: 2, History: []ledger.Attempt{
+		{N: 1, Worker: "w1", Start: *at(0), End: at(1), Outcome: "done"}, {N: 2, Worker: "w1", Start: *at(10), End: at(11), Outcome: "done"}}}
+	st.Plans["b"] = &state.Run{Name: "b", State: state.PlanDone, Attempts: 2, History: []ledger.Attempt{
+		{N: 1, Worker: "w2", Start: *at(0), End: at(2), Outcome: "failed"}, {N: 2, Worker: "w2", Start: *at(3), End: at(5), Outcome: "done"}}}
+	v := Build(FrameOf(st, nil, *at(12)), nil, *at(12))
+	// a: 1 minute (its second run); b: 5 minutes (a failure then a pass, one run).
+	if !slices.Equal(v.Critical, []string{"b"}) {
+		t.Errorf("critical path %v, want [b]", v.Critical)
+	}
+}

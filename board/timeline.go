@@ -10,9 +10,10 @@ import (
 
 // timeline lays the frame's attempts out one row per worker, and marks
 // the critical path: the chain through depends_on whose plans took the
-// longest in total (a plan's time runs from its first attempt's start to
-// its last attempt's end, or now while it runs).
-func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []string) {
+// longest in total (a plan's time runs from the start of its latest run,
+// the attempts since it was last done, to its last attempt's end, or now
+// while it runs).
+func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []string, time.Duration) {
 	tl := Timeline{Rows: []Row{}}
 	rows := map[string]*Row{}
 	for _, w := range f.Workers {
@@ -20,8 +21,13 @@ func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []
 	}
 	span := map[string]time.Duration{}
 	for _, p := range f.Plans {
-		var first, last time.Time
+		var first, last, run time.Time
+		done := true // a plan dispatched again once done starts a new run
 		for _, a := range p.Spans {
+			if done {
+				run = a.Start
+			}
+			done = a.Outcome == string(state.PlanDone)
 			b := Bar{Plan: p.Name, Attempt: a.N, Start: a.Start, Outcome: a.Outcome}
 			end := now
 			if a.End != nil {
@@ -43,7 +49,9 @@ func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []
 			}
 		}
 		if !first.IsZero() {
-			span[p.Name] = last.Sub(first)
+			// On the critical path a plan weighs its latest run: the time
+			// between two runs was not the plan's.
+			span[p.Name] = last.Sub(run)
 			if tl.Start.IsZero() || first.Before(tl.Start) {
 				tl.Start = first
 			}
@@ -59,6 +67,10 @@ func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []
 		return nil
 	})
 	on := map[string]bool{}
+	var total time.Duration
+	for _, n := range chain {
+		total += span[n]
+	}
 	for _, n := range chain {
 		on[n] = true
 	}
@@ -70,7 +82,7 @@ func timeline(f Frame, defs map[string]*plans.Plan, now time.Time) (Timeline, []
 		tl.Rows = append(tl.Rows, *r)
 	}
 	sort.Slice(tl.Rows, func(i, j int) bool { return state.WorkerNum(tl.Rows[i].Worker) < state.WorkerNum(tl.Rows[j].Worker) })
-	return tl, chain
+	return tl, chain, total
 }
 
 // CriticalPath is the chain of plans, each depending on the one before,

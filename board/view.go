@@ -29,8 +29,10 @@ type View struct {
 	// Critical is the critical path: the chain of dependent plans with the
 	// longest total time, first plan first.
 	Critical []string `json:"critical,omitempty"`
-	Rejected int      `json:"rejected,omitempty"`
-	Problems []string `json:"problems,omitempty"`
+	// CriticalS is the critical path's plans' time added up, in seconds.
+	CriticalS float64  `json:"critical_s,omitempty"`
+	Rejected  int      `json:"rejected,omitempty"`
+	Problems  []string `json:"problems,omitempty"`
 }
 
 // Alert is something a person should look at: a plan that needs input,
@@ -210,7 +212,9 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 		}
 		return a.Worker < b.Worker
 	})
-	v.Timeline, v.Critical = timeline(f, defs, now)
+	var crit time.Duration
+	v.Timeline, v.Critical, crit = timeline(f, defs, now)
+	v.CriticalS = crit.Seconds()
 	return v
 }
 

@@ -46,6 +46,8 @@ type Model struct {
 
 	sel  item
 	mode mode
+	// noTimeline hides the timeline (the T key).
+	noTimeline bool
 	// screen is the open worker's screen, as orch read printed it.
 	screen       string
 	screenWorker string
@@ -202,6 +204,8 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.setStatus("t types into a worker: select a worker, or a plan a worker holds", true)
 	case "d":
 		return m.dispatch()
+	case "T":
+		m.noTimeline = !m.noTimeline
 	}
 	return m, nil
 }

@@ -43,6 +43,19 @@ func fixedView() board.View {
 			{Time: t0.Add(-time.Minute), Callback: event.Callback{Kind: event.CallbackNeedsInput, Plan: "ask", Line: "WORKER-NEEDS-INPUT ask: Claude Code asks permission"}},
 			{Time: t0.Add(-5 * time.Minute), Callback: event.Callback{Kind: event.CallbackDone, Plan: "schema", Line: "WORKER-DONE schema: 1 table"}},
 		},
+		// w3 died before it ran anything: a row without bars.
+		Timeline: board.Timeline{Start: t0.Add(-20 * time.Minute), End: t0, Rows: []board.Row{
+			{Worker: "w1", Bars: []board.Bar{
+				{Plan: "schema-with-a-name-longer-than-its-column", Attempt: 1, Start: t0.Add(-20 * time.Minute), End: t0.Add(-12 * time.Minute), Outcome: "done", Critical: true},
+				{Plan: "build", Attempt: 2, Start: t0.Add(-90 * time.Second), Outcome: "running", Running: true, Critical: true},
+			}},
+			{Worker: "w2", Bars: []board.Bar{
+				{Plan: "build", Attempt: 1, Start: t0.Add(-12 * time.Minute), End: t0.Add(-6 * time.Minute), Outcome: "taken back", Critical: true},
+				{Plan: "ask", Attempt: 1, Start: t0.Add(-5 * time.Minute), Outcome: "needs-input", Running: true},
+			}},
+			{Worker: "w3", Bars: []board.Bar{}},
+		}},
+		Critical: []string{"schema-with-a-name-longer-than-its-column", "build"}, CriticalS: 20 * 60,
 	}
 }
 

@@ -13,8 +13,9 @@ import (
 	"github.com/orch-dev/orch/internal/state"
 )
 
-// Styles are applied to a whole line after it was cut to the width, so a
-// style never counts toward the width and a line never wraps.
+// Styles are applied to a whole line after it was cut to the width (on
+// the timeline, to each run of cells laid out within it), so a style
+// never counts toward the width and a line never wraps.
 var (
 	bold     = lipgloss.NewStyle().Bold(true)
 	title    = lipgloss.NewStyle().Bold(true).Underline(true)
@@ -143,7 +144,7 @@ func (m Model) footer(w int) []string {
 	case screenMode:
 		keys = "esc close · r read again · t type into it · ctrl+c quit"
 	default:
-		keys = "↑/↓ select · o/enter screen · t type · d dispatch · q quit"
+		keys = "↑/↓ select · o/enter screen · t type · d dispatch · q quit · T timeline"
 	}
 	return append(out, faint.Render(fit(keys, w)))
 }
@@ -161,7 +162,9 @@ func (m Model) screenLines(w, n int) []string {
 	return out
 }
 
-// board lays out attention, workers, plans and callbacks in n lines.
+// board lays out attention, workers, plans, the timeline and callbacks
+// in n lines. The room goes in that order: the timeline and the callbacks
+// get only what the workers and plans leave.
 func (m Model) board(w, n int) []string {
 	v := m.view
 	var out []string
@@ -181,9 +184,16 @@ func (m Model) board(w, n int) []string {
 	}
 	rem := n - len(out)
 	nw, np, nc := len(v.Workers), len(v.Plans), len(v.Callbacks)
-	wr, pr, cr := nw, np, 0
-	if need := 2 + nw + np; need < rem && nc > 0 {
-		cr = min(nc, rem-need-1)
+	wr, pr, tr, cr := nw, np, 0, 0
+	if need := 2 + nw + np; need < rem {
+		left := rem - need
+		if want := m.timelineWant(); want > 0 && left >= 2 {
+			tr = min(want, left)
+			left -= tr
+		}
+		if nc > 0 && left >= 2 {
+			cr = min(nc, left-1)
+		}
 	} else if need > rem {
 		space := max(0, rem-2)
 		wr = min(nw, max(min(1, space), space*nw/max(1, nw+np)))
@@ -212,6 +222,7 @@ func (m Model) board(w, n int) []string {
 		}
 		out = append(out, line)
 	}
+	out = append(out, m.timelineLines(w, tr)...)
 	if cr > 0 {
 		out = append(out, title.Render(fit("CALLBACKS", w)))
 		for _, c := range v.Callbacks[:cr] {
@@ -305,12 +316,17 @@ func (m Model) planLine(p board.PlanRow) string {
 	return fmt.Sprintf("%-16s %-11s %-3s %-4s %5s  %s", pad(clean(p.Name), 16), p.State, att, p.Worker, ago(since, m.now), clean(strings.Join(detail, " · ")))
 }
 
-// ago is how long ago t was, short: 45s, 12m, 3h05m, 2d. Zero is "-".
+// ago is how long ago t was, as dur puts it. Zero is "-".
 func ago(t, now time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := max(now.Sub(t), 0)
+	return dur(now.Sub(t))
+}
+
+// dur is d, short: 45s, 12m, 3h05m, 2d (less than zero is 0s).
+func dur(d time.Duration) string {
+	d = max(d, 0)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))

@@ -9,7 +9,8 @@
 // (model.go) takes views out of the slot one at a time, keeps the
 // selection and the open screen or text input, and runs commands in
 // tea.Cmds, so the board never waits for one. render.go lays a view out
-// to the terminal's size: one line never wraps, the attention first.
+// to the terminal's size: one line never wraps, the attention first;
+// timeline.go draws the timeline's bars in the room the rest leaves.
 package watch
 
 import (
