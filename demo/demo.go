@@ -145,6 +145,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	fmt.Fprintf(o.Out, "\nall %d plans settled in %.1fs\n\n", len(demoPlans), time.Since(start).Seconds())
 	printSummary(o.Out, v, o.Dir)
+	if r, _, err := orchctl.Stats(ctx, o.Dir); err == nil {
+		fmt.Fprintln(o.Out, "\norch stats (from the ledger and the committed verification matrices):")
+		r.WriteText(o.Out)
+	}
+	fmt.Fprintf(o.Out, "\nsee the harvest, ledger and integration commits: git -C %s log --oneline --graph\n", o.Dir)
+	fmt.Fprintf(o.Out, "watch a fleet live: orch watch (terminal), orch serve --http 127.0.0.1:0 (browser)\n")
 	return nil
 }
 
@@ -169,7 +175,6 @@ func printSummary(w io.Writer, v orchctl.StatusView, dir string) {
 	for _, e := range entries {
 		fmt.Fprintf(w, "  #%d %-12s %-3s %.10s  %s\n", e.ID, e.Plan, e.Worker, e.Commit, e.Status)
 	}
-	fmt.Fprintf(w, "\nsee the harvest, ledger and integration commits: git -C %s log --oneline --graph\n", dir)
 }
 
 // prefixed writes each line with a prefix.

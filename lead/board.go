@@ -85,13 +85,17 @@ func (l *Loop) offerFrame() {
 }
 
 // profile is the agent profile the fleet runs, as the ledger names it:
-// the profile's name (claude, codex) or its command's program.
+// the profile's name (claude, codex, one of orch.yaml's), or the program
+// of a command given instead ("orch" for '/usr/bin/orch' agent).
 func (l *Loop) profile() string {
-	f := strings.Fields(l.cfg.Agent)
-	if len(f) == 0 {
+	a := strings.TrimSpace(l.cfg.Agent)
+	if a == "" {
 		return ""
 	}
-	return filepath.Base(f[0])
+	if !strings.ContainsAny(a, " \t") {
+		return filepath.Base(a)
+	}
+	return filepath.Base(l.agentProgram())
 }
 
 // noteEvent records on the worker that sent e what it last said, and
