@@ -76,6 +76,9 @@ func leadReport(d leadData) string {
 		if o.plans != 1000 {
 			cmd += fmt.Sprintf(" -plans %d", o.plans)
 		}
+		if *serveWorkers != 8 {
+			cmd += fmt.Sprintf(" -serve-workers %d", *serveWorkers)
+		}
 		if o.burstProfile != "" {
 			cmd += " -burst-cpuprofile <file>" // its sampling is in the burst's CPU figures
 		}
@@ -184,7 +187,7 @@ func leadReport(d leadData) string {
 		row := func(label string, c idleCost) {
 			p("| %s | %d | %.3f | %.3f | %.2f | %d | %.1f | %.1f |\n", label, c.CPUTicks, c.CPUmsPerSec, c.RunMsPerSec, c.SwitchesPerS, c.Threads, mib(c.RSSEnd), mib(c.HWMEn))
 		}
-		row("orch serve, 8 idle workers", s.Serve)
+		row(fmt.Sprintf("orch serve, %d idle workers", s.Workers), s.Serve)
 		row("bare broker (`-bare-server`)", s.Bare)
 		p("| ratio orch serve ÷ bare | %s | %s | %s | %s | | %s | |\n\n", ratio(float64(s.Serve.CPUTicks), float64(s.Bare.CPUTicks)),
 			ratio(s.Serve.CPUmsPerSec, s.Bare.CPUmsPerSec), ratio(s.Serve.RunMsPerSec, s.Bare.RunMsPerSec),
@@ -192,10 +195,10 @@ func leadReport(d leadData) string {
 		cpuR := s.Serve.RunMsPerSec / max(s.Bare.RunMsPerSec, 1e-9)
 		p("Target idle CPU ≤ 1.1× the bare server's: %s, %.2f× by schedstat on-CPU time (%.3f against %.3f ms/s; by ticks %d against %d).\n\n",
 			met(cpuR <= targetIdleRatio), cpuR, s.Serve.RunMsPerSec, s.Bare.RunMsPerSec, s.Serve.CPUTicks, s.Bare.CPUTicks)
-		p("Memory, orch serve: idle (end of the window above) VmRSS %.1f MiB, VmHWM %.1f MiB; after %d plans run through its 8 workers "+
+		p("Memory, orch serve: idle (end of the window above) VmRSS %.1f MiB, VmHWM %.1f MiB; after %d plans run through its %d workers "+
 			"(%d dispatch commands kept ahead of them; each `dispatched` log line answered by `orch-notify done` from that worker; %.1f s "+
 			"for all, %d harvested) VmRSS %.1f MiB, VmHWM %.1f MiB, %d threads.\n\n",
-			mib(s.Serve.RSSEnd), mib(s.Serve.HWMEn), s.Plans, 2*s.Workers, s.PlansWall.Seconds(), s.Harvested, mib(s.After.RSS), mib(s.After.HWM), s.After.Threads)
+			mib(s.Serve.RSSEnd), mib(s.Serve.HWMEn), s.Plans, s.Workers, 2*s.Workers, s.PlansWall.Seconds(), s.Harvested, mib(s.After.RSS), mib(s.After.HWM), s.After.Threads)
 		p("Target RSS ≤ 32 MiB idle: %s, %.1f MiB", met(s.Serve.RSSEnd <= targetIdleRSS), mib(s.Serve.RSSEnd))
 		if s.Serve.RSSEnd > targetIdleRSS {
 			p(" (%.1f MiB over)", mib(s.Serve.RSSEnd-targetIdleRSS))

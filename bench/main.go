@@ -39,7 +39,10 @@
 //     process beside a bare broker (this binary's hidden -bare-server
 //     mode), both idle for -idle: CPU and context switches from /proc;
 //     then -plans plans through its fleet, and its memory again;
-//  6. writes each section of BENCHMARKS.md between its marker comments,
+//  6. scale (scale.go, only when named in -sections): the event rate one
+//     lead loop sustains, workers per loop, and the record's growth with
+//     plans; printed, for SCALING.md;
+//  7. writes each section of BENCHMARKS.md between its marker comments,
 //     leaving the rest of the file as it is (or prints them with -out -).
 //
 // It is a command, not a test: go test ./... never runs it. A new start-up
@@ -88,6 +91,17 @@ func (o options) has(section string) bool {
 	return false
 }
 
+// hasExplicit says whether section was named in -sections: "all" leaves it
+// out (the scale section is long, and CI's -smoke runs "all").
+func (o options) hasExplicit(section string) bool {
+	for _, s := range strings.Split(o.sections, ",") {
+		if strings.TrimSpace(s) == section {
+			return true
+		}
+	}
+	return false
+}
+
 func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 200, "timed runs of each case")
@@ -95,7 +109,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "file whose orch-notify section is (re)written; - prints the section")
 	flag.StringVar(&o.raw, "raw", "", "also write every timed sample as CSV (round,position,case,ns) to this file")
 	flag.BoolVar(&o.verbose, "v", false, "copy the lead loop's log to stderr")
-	flag.StringVar(&o.sections, "sections", "all", "what to measure: all, or a comma-separated list of startup, reaction, burst, serve")
+	flag.StringVar(&o.sections, "sections", "all", "what to measure: all, or a comma-separated list of startup, reaction, burst, serve, scale (scale only when named: see scale.go)")
 	flag.IntVar(&o.reactionN, "reaction-n", 200, "reaction rounds of each kind (in-process publish, orch-notify process)")
 	flag.IntVar(&o.burst, "burst", 1000, "plans (and cat worker panes) in the burst: one orch-notify done each, launched at once")
 	flag.IntVar(&o.conc, "conc", 4*runtime.NumCPU(), "orch-notify processes running at a time in the burst")
@@ -205,6 +219,14 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("serve: %w", err)
 		}
 		ld.Serve = &s
+	}
+	if o.hasExplicit("scale") {
+		// Printed, never written into BENCHMARKS.md: SCALING.md reads it by hand.
+		text, err := scale(ctx, o, tmp)
+		fmt.Print(text)
+		if err != nil {
+			return fmt.Errorf("scale: %w", err)
+		}
 	}
 	if ld.Reaction != nil || ld.Burst != nil || ld.Serve != nil {
 		sections = append(sections, sectionOut{leadBegin, leadEnd, leadReport(ld)})

@@ -26,6 +26,9 @@ import (
 // or shared); empty leaves orch.yaml's, else worktree.
 var serveIsolation = flag.String("serve-isolation", "", "serve section: orch serve --isolation (worktree or shared); empty: orch.yaml's, else worktree")
 
+// serveWorkers is orch serve's --workers in the serve section.
+var serveWorkers = flag.Int("serve-workers", 8, "serve section: orch serve --workers (cat panes)")
+
 // cpuTicks reads utime+stime of pid itself and cutime+cstime of its
 // waited-for children from /proc/<pid>/stat, in clock ticks.
 func cpuTicks(pid int) (self, children int64, err error) {
@@ -158,7 +161,7 @@ type serveResult struct {
 // serveBench runs orch serve as a real process beside a bare broker: both
 // idle for o.idle, then o.plans plans through orch serve's fleet.
 func serveBench(ctx context.Context, o options, root, dir string) (serveResult, error) {
-	res := serveResult{Workers: 8, Plans: o.plans, Settle: 2 * time.Second}
+	res := serveResult{Workers: max(1, *serveWorkers), Plans: o.plans, Settle: 2 * time.Second}
 	bin := filepath.Join(dir, "serve-bin")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./cmd/orch", "./cmd/orch-notify")
 	build.Dir = root
@@ -236,7 +239,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 	if err != nil {
 		return res, err
 	}
-	logf("idle: orch serve (8 cat workers) and the bare broker, side by side for %v", o.idle)
+	logf("idle: orch serve (%d cat workers) and the bare broker, side by side for %v", res.Workers, o.idle)
 	// The measurement window itself: one timer, nothing polled meanwhile.
 	time.Sleep(o.idle) // the idle window, not a poll
 	sp1, err := sampleProc(serve.Process.Pid)
@@ -251,7 +254,7 @@ func serveBench(ctx context.Context, o options, root, dir string) (serveResult, 
 
 	// Memory after plans: keep a few dispatched ahead of the 8 workers,
 	// play each worker's last step when orch serve logs its dispatch.
-	logf("memory: %d plans through orch serve's 8 workers", o.plans)
+	logf("memory: %d plans through orch serve's %d workers", o.plans, res.Workers)
 	cfg, err := notify.LeadConfig(orchDir)
 	if err != nil {
 		return res, err
