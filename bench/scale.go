@@ -237,7 +237,7 @@ func scaleRate(ctx context.Context, o options, dir string, rates []int, step tim
 			if time.Since(td) > 2*time.Minute {
 				return fmt.Errorf("backlog of %d not drained after 2 minutes at %d/s", left, rate)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // the bench samples the count; the loop under test does not poll
 			if left, err = backlog(ctx, js); err != nil {
 				return err
 			}
