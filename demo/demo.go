@@ -148,6 +148,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if r, _, err := orchctl.Stats(ctx, o.Dir); err == nil {
 		fmt.Fprintln(o.Out, "\norch stats (from the ledger and the committed verification matrices):")
 		r.WriteText(o.Out)
+		fmt.Fprintln(o.Out, "(the demo's scripted agents record no tokens; Claude Code and Codex do, read at each turn's end)")
 	}
 	fmt.Fprintf(o.Out, "\nsee the harvest, ledger and integration commits: git -C %s log --oneline --graph\n", o.Dir)
 	fmt.Fprintf(o.Out, "watch a fleet live: orch watch (terminal), orch serve --http 127.0.0.1:0 (browser)\n")
