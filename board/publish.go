@@ -182,11 +182,7 @@ func (p *Publisher) send() {
 	p.mu.Lock()
 	b, id := p.latest, p.serve+"."+strconv.FormatUint(p.seq, 10)
 	for ch := range p.subs {
-		select {
-		case <-ch: // drop the frame it has not taken: this one replaces it
-		default:
-		}
-		ch <- b
+		Replace(ch, b) // under mu: send is each channel's only sender
 	}
 	p.mu.Unlock()
 	if p.nc == nil || b == nil {
@@ -255,4 +251,16 @@ func part(s string) (int, int, bool) {
 		return 0, 0, false
 	}
 	return i - 1, n, true
+}
+
+// Replace puts v in the one-slot channel ch, dropping a value not taken
+// yet: the newest picture replaces an older one, and the sender never
+// waits. The caller must be ch's only sender (then the send after the
+// drain cannot block).
+func Replace[T any](ch chan T, v T) {
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- v
 }

@@ -1,6 +1,7 @@
 package board
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,20 +46,11 @@ type Alert struct {
 	Since  time.Time `json:"since"`
 }
 
-// WorkerRow is one worker.
+// WorkerRow is one worker: its frame, and whether it needs a look (dead,
+// or its plan does).
 type WorkerRow struct {
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	Plan     string    `json:"plan,omitempty"`
-	Since    time.Time `json:"since"`
-	Reason   string    `json:"reason,omitempty"`
-	Host     string    `json:"host,omitempty"`
-	Profile  string    `json:"profile,omitempty"`
-	Headless bool      `json:"headless,omitempty"`
-	Pane     string    `json:"pane,omitempty"`
-	Last     string    `json:"last,omitempty"`
-	LastAt   time.Time `json:"last_at,omitzero"`
-	Alert    bool      `json:"alert,omitempty"`
+	WorkerFrame
+	Alert bool `json:"alert,omitempty"`
 }
 
 // PlanRow is one plan.
@@ -167,7 +159,7 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 		}
 		if _, ok := alertStates[row.State]; ok {
 			row.Alert = true
-			v.Attention = append(v.Attention, Alert{Kind: row.State, Plan: n, Worker: row.Worker, Text: firstOf(row.Reason, row.Status, row.State), Since: row.Updated})
+			v.Attention = append(v.Attention, Alert{Kind: row.State, Plan: n, Worker: row.Worker, Text: cmp.Or(row.Reason, row.Status, row.State), Since: row.Updated})
 		}
 		v.Plans = append(v.Plans, row)
 	}
@@ -179,8 +171,7 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 		return a.Name < b.Name
 	})
 	for _, w := range f.Workers {
-		row := WorkerRow{ID: w.ID, State: w.State, Plan: w.Plan, Since: w.Since, Reason: w.Reason, Host: w.Host,
-			Profile: w.Profile, Headless: w.Headless, Pane: w.Pane, Last: w.Last, LastAt: w.LastAt}
+		row := WorkerRow{WorkerFrame: w}
 		if p := runs[w.Plan]; p != nil {
 			if _, ok := alertStates[p.State]; ok {
 				row.Alert = true
@@ -188,7 +179,7 @@ func Build(f Frame, defs map[string]*plans.Plan, now time.Time) View {
 		}
 		if w.State == string(state.WorkerDead) {
 			row.Alert = true
-			v.Attention = append(v.Attention, Alert{Kind: "dead", Worker: w.ID, Text: firstOf(w.Reason, "its agent is gone"), Since: w.Since})
+			v.Attention = append(v.Attention, Alert{Kind: "dead", Worker: w.ID, Text: cmp.Or(w.Reason, "its agent is gone"), Since: w.Since})
 		}
 		v.Workers = append(v.Workers, row)
 	}
@@ -257,13 +248,4 @@ func waiting(d *plans.Plan, runs map[string]*PlanFrame) string {
 		return ""
 	}
 	return "waits for " + strings.Join(held, ", ")
-}
-
-func firstOf(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

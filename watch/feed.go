@@ -22,13 +22,7 @@ func newFeed() *feed {
 // offer puts v in the slot. Follow calls it from one goroutine, and the
 // program only takes from the slot, so after the drain the send cannot
 // block.
-func (f *feed) offer(v board.View) {
-	select {
-	case <-f.slot:
-	default:
-	}
-	f.slot <- v
-}
+func (f *feed) offer(v board.View) { board.Replace(f.slot, v) }
 
 // next is the command that waits for the next view; the model runs it
 // again after each one it takes.

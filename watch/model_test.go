@@ -28,9 +28,9 @@ func fixedView() board.View {
 			{Kind: "dead", Worker: "w3", Text: "its agent is gone", Since: t0.Add(-2 * time.Minute)},
 		},
 		Workers: []board.WorkerRow{
-			{ID: "w2", State: "busy", Plan: "ask", Since: t0.Add(-3 * time.Minute), Last: "needs-input ask", Alert: true},
-			{ID: "w3", State: "dead", Since: t0.Add(-2 * time.Minute), Reason: "its agent is gone", Alert: true},
-			{ID: "w1", State: "busy", Plan: "build", Since: t0.Add(-90 * time.Second), Last: "started build"},
+			{WorkerFrame: board.WorkerFrame{ID: "w2", State: "busy", Plan: "ask", Since: t0.Add(-3 * time.Minute), Last: "needs-input ask"}, Alert: true},
+			{WorkerFrame: board.WorkerFrame{ID: "w3", State: "dead", Since: t0.Add(-2 * time.Minute), Reason: "its agent is gone"}, Alert: true},
+			{WorkerFrame: board.WorkerFrame{ID: "w1", State: "busy", Plan: "build", Since: t0.Add(-90 * time.Second), Last: "started build"}},
 		},
 		Plans: []board.PlanRow{
 			{Name: "ask", State: "needs-input", Attempt: 1, Worker: "w2", Reason: "Claude Code asks permission " + long, Alert: true},
@@ -166,7 +166,7 @@ func TestRenderNotServing(t *testing.T) {
 func TestRenderManyRows(t *testing.T) {
 	v := board.View{Serving: true, Attention: []board.Alert{}}
 	for i := 1; i <= 30; i++ {
-		v.Workers = append(v.Workers, board.WorkerRow{ID: fmt.Sprintf("w%d", i), State: "idle"})
+		v.Workers = append(v.Workers, board.WorkerRow{WorkerFrame: board.WorkerFrame{ID: fmt.Sprintf("w%d", i), State: "idle"}})
 		v.Plans = append(v.Plans, board.PlanRow{Name: fmt.Sprintf("p%02d", i), State: "draft"})
 	}
 	m := New(Config{Now: func() time.Time { return t0 }}, nil).SetView(v)

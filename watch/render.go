@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -310,7 +311,7 @@ func (m Model) planLine(p board.PlanRow) string {
 			detail = append(detail, d)
 		}
 	}
-	if t := firstOf(p.Reason, p.Status); t != "" {
+	if t := cmp.Or(p.Reason, p.Status); t != "" {
 		detail = append(detail, t)
 	}
 	return fmt.Sprintf("%-16s %-11s %-3s %-4s %5s  %s", pad(clean(p.Name), 16), p.State, att, p.Worker, ago(since, m.now), clean(strings.Join(detail, " · ")))
@@ -365,13 +366,4 @@ func clean(s string) string {
 		}
 		return r
 	}, s)
-}
-
-func firstOf(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

@@ -18,7 +18,7 @@ func tlView() board.View {
 	at := func(min int) time.Time { return t0.Add(time.Duration(min-40) * time.Minute) }
 	return board.View{
 		Serving:  true,
-		Workers:  []board.WorkerRow{{ID: "w1", State: "busy", Plan: "c"}, {ID: "w2", State: "idle"}, {ID: "w10", State: "idle"}},
+		Workers:  []board.WorkerRow{{WorkerFrame: board.WorkerFrame{ID: "w1", State: "busy", Plan: "c"}}, {WorkerFrame: board.WorkerFrame{ID: "w2", State: "idle"}}, {WorkerFrame: board.WorkerFrame{ID: "w10", State: "idle"}}},
 		Plans:    []board.PlanRow{{Name: "c", State: "running"}, {Name: "a", State: "done"}, {Name: "b", State: "failed"}},
 		Critical: []string{"a", "c"}, CriticalS: 20 * 60,
 		Timeline: board.Timeline{Start: at(0), End: at(40), Rows: []board.Row{

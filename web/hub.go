@@ -53,11 +53,7 @@ func (h *hub) publish(v []byte) {
 	defer h.mu.Unlock()
 	h.latest = v
 	for ch := range h.clients {
-		select {
-		case <-ch: // not taken yet: the newer view replaces it
-		default:
-		}
-		ch <- v
+		board.Replace(ch, v) // under mu: publish is each channel's only sender
 	}
 }
 

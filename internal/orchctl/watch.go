@@ -134,13 +134,7 @@ func dialBoard(od string, frames chan []byte, closed chan struct{}) (*nats.Conn,
 	})
 	// Only this connection's subscription delivers (one goroutine), and
 	// Follow only takes: emptying then refilling the slot cannot block.
-	deliver := func(b []byte) {
-		select {
-		case <-frames: // the board has not drawn the last one: this one replaces it
-		default:
-		}
-		frames <- b
-	}
+	deliver := func(b []byte) { board.Replace(frames, b) }
 	var parts board.Assembler // touched by the subscription's goroutine only
 	if _, err := nc.Subscribe(board.Subject(cfg.Prefix), func(m *nats.Msg) {
 		if b, ok := parts.Add(m); ok {
