@@ -57,7 +57,7 @@ func Hook(args []string, env Env, stdin io.Reader, stderr io.Writer) int {
 		}
 	}
 	e.Usage = hookUsage(args[0], data, e, env)
-	if u := e.Usage; u != nil && u.Plan != "" && args[0] == "claude" && env("ORCH_PLAN") == "" {
+	if u := e.Usage; u != nil && u.Plan != "" && claudePaneStop(args[0], e, env) {
 		// The turn that ended is the last plan dispatched to the session
 		// (its transcript says), not the checkout's: orch may have handed
 		// the worker its next plan, and switched the branch, already.
@@ -365,9 +365,9 @@ func hookUsage(style string, data []byte, e event.Event, env Env) *telemetry.Usa
 		// runs, the checkout may be on the next plan's branch already
 		// (orch hands the worker its next plan on done). A headless run
 		// has one plan, ORCH_PLAN.
-		plan := ""
-		if env("ORCH_PLAN") != "" {
-			plan = e.Plan
+		plan := e.Plan
+		if claudePaneStop(style, e, env) {
+			plan = ""
 		}
 		u = ClaudeHookUsage(data, plan)
 	case "codex":
@@ -378,6 +378,15 @@ func hookUsage(style string, data []byte, e event.Event, env Env) *telemetry.Usa
 		return &telemetry.Usage{Source: u.Source, Plan: u.Plan, Missing: "the agent's record does not add up: " + u.Check().Error()}
 	}
 	return u
+}
+
+// claudePaneStop says a Claude Code Stop in a pane: its turn is the
+// transcript's last dispatched plan. Not a StopFailure: an API error on a
+// plan's first request can end the turn before Claude Code has written
+// that plan's prompt to the transcript (seen in CI: the failure went to the
+// plan before), so a failure keeps the checkout's plan and reads its part.
+func claudePaneStop(style string, e event.Event, env Env) bool {
+	return style == "claude" && e.Kind == event.Idle && env("ORCH_PLAN") == ""
 }
 
 // ClaudeHookUsage reads the transcript a Stop or StopFailure hook input

@@ -479,3 +479,32 @@ func TestStopNamesTheTurnsPlan(t *testing.T) {
 		t.Errorf("Stop sent %s for %q, want idle for apierr (the transcript's last dispatch), not the checkout's next", e.Kind, e.Plan)
 	}
 }
+
+// A StopFailure whose plan's prompt is not in the transcript yet (an API
+// error on the plan's first request) fails the checkout's plan, not the
+// transcript's last dispatched one, and says its usage is missing.
+func TestStopFailureKeepsTheCheckoutsPlan(t *testing.T) {
+	root := repoWithOrch(t)
+	wt := worktreeOnPlan(t, root, "next")
+	spool := filepath.Join(root, orchdir.Name, orchdir.Spool)
+	env := func(k string) string {
+		return map[string]string{"ORCH_WORKER": "w1", "ORCH_DIR": filepath.Join(root, orchdir.Name), "ORCH_NOTIFY_TIMEOUT": "200ms"}[k]
+	}
+	abs, _ := filepath.Abs(claudeFixture)
+	in := `{"transcript_path":"` + abs + `","cwd":"` + wt + `","hook_event_name":"StopFailure","error":"unknown","last_assistant_message":"API Error: 400 bad request"}`
+	var stderr bytes.Buffer
+	if code := Hook([]string{"claude"}, env, strings.NewReader(in), &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	events, _, err := event.ReadSpool(spool)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("spool: %v, %v", events, err)
+	}
+	e := events[0].Event
+	if e.Kind != event.Failed || e.Plan != "next" {
+		t.Fatalf("StopFailure sent %s for %q, want failed for next (the checkout's plan)", e.Kind, e.Plan)
+	}
+	if e.Usage == nil || e.Usage.Plan != "next" || e.Usage.Missing == "" {
+		t.Errorf("usage %+v, want next's, missing (the transcript has no dispatch of it)", e.Usage)
+	}
+}
