@@ -8,7 +8,9 @@
 // CLI can find it. Each worker holds its own key, which may publish events
 // on subjects carrying its id and nothing else. The lead loop
 // talks to the server in-process; the orch CLI (dispatch, wait) connects
-// over loopback with the lead key.
+// over loopback with the lead key. With Config.Upstream (orch serve --nats)
+// the server keeps no JetStream of its own: it links as a leaf node to an
+// external cluster, which holds the stream, replicated (upstream.go).
 //
 // The stream (one per repo) keeps three kinds of subject under a prefix:
 //
@@ -82,6 +84,9 @@ type Config struct {
 	// (creds/workers/<id>.nk, made when missing).
 	Workers []string
 	Logger  *slog.Logger
+	// Upstream, when set, keeps the stream on an external cluster: the
+	// server links to it as a leaf node (upstream.go).
+	Upstream *Upstream
 }
 
 // Broker is a running embedded server.
@@ -136,6 +141,11 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		Nkeys:              users(keys, cfg.Prefix),
 		NoSystemAccount:    true,
 	}
+	if cfg.Upstream != nil {
+		if err := linkTo(opts, cfg.Upstream); err != nil {
+			return nil, fmt.Errorf("start broker: %w", err)
+		}
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start broker: %w", err)
@@ -147,11 +157,17 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("start broker: %w", ErrNotReady)
 	}
 	b := &Broker{cfg: cfg, srv: srv, url: srv.ClientURL(), leadKP: keys.lead, keys: keys}
+	if cfg.Upstream != nil {
+		if err := b.waitUpstream(ctx); err != nil {
+			b.Shutdown()
+			return nil, err
+		}
+	}
 	if err := b.setup(ctx); err != nil {
 		b.Shutdown()
 		return nil, err
 	}
-	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid()}
+	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid(), Upstream: cfg.Upstream.Hosts()}
 	if err := writeJSON(filepath.Join(cfg.Dir, orchdir.Broker), ep); err != nil {
 		b.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", err)
@@ -241,12 +257,13 @@ func (b *Broker) setup(ctx context.Context) error {
 		MaxBytes:    StreamMaxBytes,
 		MaxMsgSize:  MaxEventBytes,
 		Duplicates:  b.cfg.DupeWindow,
+		Replicas:    b.replicas(),
 		// When full, refuse new messages (orch-notify then spools them)
 		// rather than drop old ones nobody has handled yet.
 		Discard: jetstream.DiscardNew,
 	})
 	if err != nil {
-		return fmt.Errorf("broker setup: stream: %w", err)
+		return fmt.Errorf("broker setup: stream: %w", b.streamErr(err))
 	}
 	if _, err := js.PushConsumer(ctx, StreamName, LeadConsumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		_, err = js.CreatePushConsumer(ctx, StreamName, leadConsumerConfig(p, 0))

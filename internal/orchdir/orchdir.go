@@ -55,6 +55,9 @@ type Endpoint struct {
 	Prefix string `json:"prefix"`
 	Stream string `json:"stream"`
 	PID    int    `json:"pid,omitempty"`
+	// Upstream lists the external cluster's URLs (orch serve --nats) the
+	// broker at URL links to; empty when the broker keeps the stream itself.
+	Upstream []string `json:"upstream,omitempty"`
 }
 
 // ReadEndpoint reads broker.json from an .orch directory. A record without
