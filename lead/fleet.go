@@ -3,11 +3,9 @@ package lead
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
-	"github.com/orch-dev/orch/notify"
 )
 
 // The loop's side of the fleet (package fleet): it brings the fleet up,
@@ -44,9 +42,7 @@ func (l *Loop) reportLost() {
 		}
 		e := l.record(event.Lost, event.DerivedID("lost "+lp.Worker+" "+lp.Pane+" "+lp.Plan+" "+l.cfg.Now().String()), lp.Plan, lp.Worker, status)
 		e.Pane, e.Attempt = lp.Pane, lp.Attempt
-		if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
-			l.log.Error("report lost pane", "worker", lp.Worker, "err", err)
-		}
+		l.publishRecord(e)
 	}
 }
 
@@ -57,9 +53,7 @@ func (l *Loop) reportDeath(d fleet.Death) {
 	l.paneEnded[d.Pane] = true
 	e := l.record(event.Died, event.NewID(), "", d.Worker, fmt.Sprintf("pane %s exited (process %d)", d.Pane, d.PID))
 	e.Pane = d.Pane
-	if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
-		l.log.Error("report worker death", "worker", d.Worker, "err", err)
-	}
+	l.publishRecord(e)
 }
 
 // reportSetup puts a setup's end into the stream as a prepared record with

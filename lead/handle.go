@@ -12,7 +12,6 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/state"
-	"github.com/orch-dev/orch/notify"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -93,7 +92,7 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	}
 	if !published {
 		m.NakWithDelay(retryBackoff(m))
-	} else if err := m.DoubleAck(ctx); err != nil {
+	} else if err := l.ack(ctx, m); err != nil {
 		// The effect is committed and recorded; a redelivery will be a no-op.
 		l.log.Warn("ack", "event", e.ID, "err", err)
 	}
@@ -342,8 +341,7 @@ func (l *Loop) toBroker(cb *event.Callback) error {
 		return err
 	}
 	msg.Data = data
-	_, _, err = notify.PublishMsg(l.nc, msg, 5*time.Second)
-	return err
+	return l.store(msg, 5*time.Second)
 }
 
 // reportRegates puts one regate record per plan whose gates were running
@@ -356,9 +354,7 @@ func (l *Loop) reportRegates() {
 		}
 		e := event.New(event.Regate, p.Name, "", "", event.Hostname())
 		e.Attempt = p.Attempts
-		if _, _, err := notify.PublishOn(l.nc, l.prefix, e, 5*time.Second); err != nil {
-			l.log.Error("regate", "plan", p.Name, "err", err)
-		}
+		l.publishRecord(e)
 	}
 }
 

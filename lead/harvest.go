@@ -215,7 +215,7 @@ func (l *Loop) harvestDone(ctx context.Context, group []inbound) {
 		}
 		l.fault("before-ack")
 		if len(hs) == 1 {
-			if err := h.in.m.DoubleAck(ctx); err != nil {
+			if err := l.ack(ctx, h.in.m); err != nil {
 				// The effect is committed and recorded; a redelivery will be a no-op.
 				l.log.Warn("ack", "event", h.in.e.ID, "err", err)
 			}

@@ -59,6 +59,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -92,6 +93,9 @@ type Config struct {
 	Logger     *slog.Logger
 	Now        func() time.Time
 	Ready      func(url string) // called once the loop is consuming; optional
+	// Upstream, when set, keeps the stream on an external NATS cluster
+	// (orch serve --nats); the broker links to it as a leaf node.
+	Upstream *broker.Upstream
 	// AckTimeout is how long a worker has to say "started" after a
 	// dispatch before the line is re-sent once (then the plan fails).
 	// 0 means DefaultAckTimeout; negative disables the check.
@@ -177,6 +181,10 @@ type Loop struct {
 	setupBackoff   time.Duration
 	holdArmed      bool
 	retryArmed     bool // a wake-up after a pass whose save failed
+	// spoolDue fires when the spool is to be read again after a publish
+	// from it failed (failover.go retrySpool); spoolArmed while it is out.
+	spoolDue   chan struct{}
+	spoolArmed bool
 	// unsaved says the last save failed: the record in memory is ahead of
 	// the file. saves counts the saves (tests, and the bench's figure).
 	unsaved bool
@@ -267,7 +275,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.TrimEvery = DefaultTrimEvery
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		stopped: make(chan struct{}), wake: make(chan struct{}, 1), paneEnded: map[string]bool{}}
+		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), paneEnded: map[string]bool{}}
 	defer close(l.stopped)
 	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
@@ -335,7 +343,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: ids, Logger: l.log})
+	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: ids, Logger: l.log, Upstream: cfg.Upstream})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -346,7 +354,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.nc.Close()
-	l.log.Info("broker up", "url", l.b.URL())
+	l.log.Info("broker up", "url", l.b.URL(), "upstream", strings.Join(l.b.Upstream().Hosts(), ","))
 	if err := l.boardUp(ctx); err != nil {
 		return fmt.Errorf("serve: board: %w", err)
 	}
@@ -470,6 +478,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		case <-l.wake:
 			l.staggerArmed, l.holdArmed, l.retryArmed = false, false, false
 			l.schedule(ctx)
+		case <-l.spoolDue:
+			l.spoolArmed = false
+			l.ingestSpool(false)
 		case <-l.boardDue:
 			l.offerFrame() // held back by MinGap, due now
 		case <-l.board.Wanted():

@@ -9,7 +9,6 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchdir"
-	"github.com/orch-dev/orch/notify"
 )
 
 // ingestSpool publishes every spooled event, oldest first, and sets aside
@@ -113,11 +112,13 @@ func (l *Loop) setAside(path string, why error) {
 }
 
 // publishSpooled moves a spooled event into the stream and deletes the file
-// once the broker has stored it. If publishing fails the file stays, to be
-// retried at the next start.
+// once the broker has stored it. If publishing fails the file stays, and
+// the spool is read again in a while (an external cluster may be electing
+// a leader), and at the next start.
 func (l *Loop) publishSpooled(s event.Spooled) {
-	if _, _, err := notify.PublishOn(l.nc, l.prefix, s.Event, 5*time.Second); err != nil {
-		l.log.Error("spool: publish failed, file kept", "file", filepath.Base(s.Path), "err", err)
+	if err := l.storeEvent(s.Event, 5*time.Second); err != nil {
+		l.log.Error("spool: publish failed, file kept; trying again soon", "file", filepath.Base(s.Path), "err", err)
+		l.retrySpool()
 		return
 	}
 	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -132,7 +133,7 @@ func (l *Loop) publishSpooled(s event.Spooled) {
 // published again by the spool watcher, or at the next start, never lost.
 // Its id makes a copy that did get in before a no-op.
 func (l *Loop) publishRecord(e event.Event) {
-	_, _, err := notify.PublishOn(l.nc, l.prefix, e, 10*time.Second)
+	err := l.storeEvent(e, 10*time.Second)
 	if err == nil {
 		return
 	}

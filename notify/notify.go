@@ -377,7 +377,7 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 			sub.Unsubscribe()
 		}
 	})
-	msg := eventMsg(cfg.Prefix, e)
+	msg := EventMsg(cfg.Prefix, e)
 	msg.Reply = reply
 	if err := nc.PublishMsg(msg); err != nil {
 		return 0, false, fmt.Errorf("%w: %v", ErrNoBroker, err)
@@ -397,10 +397,10 @@ func publish(cfg Config, e event.Event, deadline time.Time) (uint64, bool, error
 	return readAck(ack, msg.Subject, err)
 }
 
-// eventMsg is e as a message: on its kind's subject, with the event id as
+// EventMsg is e as a message: on its kind's subject, with the event id as
 // the message id, so the broker drops a second copy inside its duplicate
 // window.
-func eventMsg(prefix string, e event.Event) *nats.Msg {
+func EventMsg(prefix string, e event.Event) *nats.Msg {
 	msg := nats.NewMsg(event.Subject(prefix, e))
 	msg.Header.Set(nats.MsgIdHdr, e.ID)
 	msg.Data = e.Marshal()
@@ -411,7 +411,7 @@ func eventMsg(prefix string, e event.Event) *nats.Msg {
 // the durable acknowledgement. The event id is the message id, so the
 // broker drops a second copy inside its duplicate window.
 func PublishOn(nc *nats.Conn, prefix string, e event.Event, timeout time.Duration) (uint64, bool, error) {
-	return PublishMsg(nc, eventMsg(prefix, e), timeout)
+	return PublishMsg(nc, EventMsg(prefix, e), timeout)
 }
 
 // PublishMsg publishes msg to the stream that stores its subject and waits

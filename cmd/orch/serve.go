@@ -16,6 +16,7 @@ import (
 
 	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/board"
+	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/atomicfile"
@@ -39,7 +40,11 @@ type serveOptions struct {
 	Rebuild     bool
 	Verbose     bool
 	HTTP        string         // the web board's listen address, empty for none
+	NATS        string         // an external cluster's leaf node URLs, comma-separated
+	NATSDomain  string         // its JetStream domain
+	Creds       string         // the credential file for the link to it
 	profile     *agent.Profile // what Agent resolved to
+	upstream    *broker.Upstream
 }
 
 func newServeCmd(s streams) *cobra.Command {
@@ -62,6 +67,16 @@ func newServeCmd(s streams) *cobra.Command {
 				if _, err := web.CheckAddr(o.HTTP); err != nil {
 					return usageError{err}
 				}
+			}
+			if o.NATS == "" && (o.Creds != "" || o.NATSDomain != "") {
+				return usagef("--creds and --nats-domain go with --nats URL")
+			}
+			if o.NATS != "" {
+				u, err := broker.ParseUpstream(o.NATS, o.NATSDomain, o.Creds)
+				if err != nil {
+					return usageError{err}
+				}
+				o.upstream = u
 			}
 			if o.Workers > 0 && strings.TrimSpace(o.Agent) == "" {
 				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
@@ -93,6 +108,9 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "no tmux: run each plan as a child process of the agent's headless command (output in .orch/logs/)")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
+	cmd.Flags().StringVar(&o.NATS, "nats", "", "keep the event stream on an external NATS cluster (replicated, R3): its leaf node URLs, nats://host:7422[,...]; workers still talk to the loopback broker, which links to the cluster as a leaf node")
+	cmd.Flags().StringVar(&o.NATSDomain, "nats-domain", "", "the --nats cluster's JetStream domain (jetstream { domain } in its configuration)")
+	cmd.Flags().StringVar(&o.Creds, "creds", "", "credential for the link to the --nats cluster: a JWT .creds file or an NKey user seed, mode 600")
 	cmd.Flags().StringVar(&o.HTTP, "http", "", "serve the web board on this loopback address (127.0.0.1:0 picks a free port); its URL, with its token, is printed and written to .orch/board.url")
 	return cmd
 }
@@ -116,6 +134,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		TmuxSocket:  tmuxSocket(),
 		BinDir:      binDir(),
 		Port:        o.Port,
+		Upstream:    o.upstream,
 		AckTimeout:  o.AckTimeout,
 		DupeWindow:  o.DupeWindow,
 		TrimEvery:   o.TrimEvery,

@@ -48,6 +48,9 @@ func printStatus(s streams, v orchctl.StatusView) {
 	} else {
 		fmt.Fprintln(s.Out, "lead loop: not running")
 	}
+	if v.External != nil {
+		fmt.Fprintf(s.Out, "broker: %s\n", v.External)
+	}
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tSTATE\tPLAN\tPANE\t")
 	for _, w := range v.Workers {

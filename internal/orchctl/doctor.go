@@ -126,6 +126,9 @@ func Doctor(ctx context.Context, dc DoctorConfig) []Check {
 	}
 	defer nc.Close()
 	add(Check{Name: "lead loop", OK: true, Info: fmt.Sprintf("pid %d, broker %s", pid, cfg.URL)})
+	if c, ok := externalCheck(ctx, root); ok {
+		add(c)
+	}
 	add(streamCheck(ctx, nc))
 	return out
 }

@@ -39,6 +39,9 @@ type StatusView struct {
 	Rebuilt *state.Rebuilt `json:"rebuilt,omitempty"`
 	// SetAside counts the spool files set aside as not events.
 	SetAside int `json:"spool_set_aside,omitempty"`
+	// External is the external cluster that keeps the stream (orch serve
+	// --nats), nil with the embedded broker.
+	External *ExternalView `json:"external,omitempty"`
 }
 
 // PlanView is one plan in orch status.
@@ -58,6 +61,7 @@ func Status(root string) (StatusView, error) {
 	}
 	v.PID = ServePID(root)
 	v.Serving = v.PID != 0
+	v.External = External(context.Background(), root)
 	v.Session, v.Isolation, v.Rebuilt = st.Session, st.Isolation, st.Rebuilt
 	if _, err := os.Lstat(filepath.Join(orchdir.Of(root), orchdir.State)); errors.Is(err, os.ErrNotExist) {
 		if entries, err := ledger.Load(root); err == nil && len(entries) > 0 {
