@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -42,6 +43,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/hosts"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
@@ -81,16 +83,24 @@ type Config struct {
 	// Workers are the worker ids that get a credential of their own
 	// (creds/workers/<id>.nk, made when missing).
 	Workers []string
-	Logger  *slog.Logger
+	// Leaf, when set, is the HOST:PORT other hosts' servers dial as leaf
+	// nodes (orch serve --leaf); Hosts are the ones let in (package hosts).
+	Leaf   string
+	Hosts  []hosts.Host
+	Logger *slog.Logger
 }
 
 // Broker is a running embedded server.
 type Broker struct {
 	cfg    Config
 	srv    *server.Server
+	opts   *server.Options // as started, then as last reloaded
 	url    string
 	leadKP nkeys.KeyPair
 	keys   roleKeys
+	// mu guards the hosts (cfg.Hosts, opts) and the sources' refresh.
+	mu       sync.Mutex
+	kickOnce *time.Timer
 }
 
 // Start starts the server and makes sure the stream and consumers exist. It
@@ -118,6 +128,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	leaf, err := leafOpts(cfg.Leaf)
+	if err != nil {
+		return nil, err
+	}
 	port := cfg.Port
 	if port == 0 {
 		port = lastPort(cfg.Dir, cfg.Host)
@@ -133,20 +147,25 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		JetStreamMaxStore:  cfg.MaxStore,
 		JetStreamMaxMemory: cfg.MaxMem,
 		MaxPayload:         MaxEventBytes,
-		Nkeys:              users(keys, cfg.Prefix),
+		Nkeys:              users(keys, cfg.Prefix, cfg.Hosts),
 		NoSystemAccount:    true,
+		LeafNode:           leaf,
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
-	srv.SetLoggerV2(&logAdapter{l: cfg.Logger}, false, false, false)
+	b := &Broker{cfg: cfg, srv: srv, opts: opts.Clone(), leadKP: keys.lead, keys: keys}
+	srv.SetLoggerV2(&logAdapter{l: cfg.Logger, leaf: b.leafLinked}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", ErrNotReady)
 	}
-	b := &Broker{cfg: cfg, srv: srv, url: srv.ClientURL(), leadKP: keys.lead, keys: keys}
+	b.url = srv.ClientURL()
+	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+		b.opts.Port = a.Port // as bound: a reload must not ask for another
+	}
 	if err := b.setup(ctx); err != nil {
 		b.Shutdown()
 		return nil, err
@@ -205,6 +224,11 @@ func (b *Broker) Prefix() string { return b.cfg.Prefix }
 
 // Shutdown stops the server and waits until it has.
 func (b *Broker) Shutdown() {
+	b.mu.Lock()
+	if b.kickOnce != nil {
+		b.kickOnce.Stop()
+	}
+	b.mu.Unlock()
 	b.srv.Shutdown()
 	b.srv.WaitForShutdown()
 }
@@ -244,6 +268,7 @@ func (b *Broker) setup(ctx context.Context) error {
 		// When full, refuse new messages (orch-notify then spools them)
 		// rather than drop old ones nobody has handled yet.
 		Discard: jetstream.DiscardNew,
+		Sources: hostSources(b.cfg.Hosts, p),
 	})
 	if err != nil {
 		return fmt.Errorf("broker setup: stream: %w", err)
@@ -347,7 +372,7 @@ func CallbackSubject(prefix, kind string) string { return prefix + ".cb." + kind
 // may publish events on the subjects that carry its own id and receive the
 // replies to its own publishes; it cannot speak for another worker, read
 // events, consume, or touch the JetStream API.
-func users(k roleKeys, prefix string) []*server.NkeyUser {
+func users(k roleKeys, prefix string, hs []hosts.Host) []*server.NkeyUser {
 	out := []*server.NkeyUser{
 		{Nkey: k.leadPub, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{">"}},
@@ -360,7 +385,7 @@ func users(k roleKeys, prefix string) []*server.NkeyUser {
 			Subscribe: &server.SubjectPermission{Allow: []string{event.WorkerInboxOf(id) + ".>"}},
 		}})
 	}
-	return out
+	return append(out, hostUsers(hs, prefix)...)
 }
 
 // WorkerKey is the public key of worker id's credential, "" if the
