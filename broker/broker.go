@@ -85,8 +85,11 @@ type Config struct {
 	Workers []string
 	// Leaf, when set, is the HOST:PORT other hosts' servers dial as leaf
 	// nodes (orch serve --leaf); Hosts are the ones let in (package hosts).
-	Leaf   string
-	Hosts  []hosts.Host
+	Leaf  string
+	Hosts []hosts.Host
+	// OnLink, when set, is called (on a goroutine of the broker's) after
+	// a leaf link is made and the sources are set up again.
+	OnLink func()
 	Logger *slog.Logger
 }
 
@@ -170,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		b.Shutdown()
 		return nil, err
 	}
-	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid()}
+	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid(), Leaf: b.LeafURL()}
 	if err := writeJSON(filepath.Join(cfg.Dir, orchdir.Broker), ep); err != nil {
 		b.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/hosts"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
@@ -80,7 +81,7 @@ func StartHost(ctx context.Context, cfg HostConfig) (*HostServer, error) {
 		MaxPayload:         MaxEventBytes,
 		// The workers here, and this process (with the host's local key,
 		// lead.nk under Dir/creds), and nobody else.
-		Nkeys:           users(keys, t.Prefix, nil),
+		Nkeys:           hostWorkerUsers(keys, t.Prefix),
 		NoSystemAccount: true,
 		LeafNode: server.LeafNodeOpts{
 			// The server retries a lost link by itself, every second.
@@ -146,8 +147,24 @@ func (h *HostServer) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("host setup: stream: %w", err)
 	}
+	_, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      hosts.WorkBucket,
+		Description: "bundles of host " + t.Host + "'s plan branches, for the lead to take",
+		Storage:     jetstream.FileStorage,
+		MaxBytes:    StreamMaxBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("host setup: work store: %w", err)
+	}
 	return nil
 }
+
+// WorkChunk is the chunk size of a bundle in the work store: under the
+// servers' largest message.
+const WorkChunk = 32 << 10
+
+// Token is the host's join token as parsed.
+func (h *HostServer) Token() hosts.Token { return h.cfg.Token }
 
 // URL is the loopback URL the host's workers connect to.
 func (h *HostServer) URL() string { return h.url }
@@ -164,4 +181,17 @@ func (h *HostServer) SignerKey(by string) string { return h.keys.workers[by] }
 func (h *HostServer) Shutdown() {
 	h.srv.Shutdown()
 	h.srv.WaitForShutdown()
+}
+
+// hostWorkerUsers are users (the host's own key, its workers') where a
+// worker may not send the records the host makes about it (its process's
+// exit), which reach the lead under the worker's subjects.
+func hostWorkerUsers(k roleKeys, prefix string) []*server.NkeyUser {
+	us := users(k, prefix, nil)
+	for _, u := range us {
+		if u.Nkey != k.leadPub {
+			u.Permissions.Publish.Deny = []string{prefix + ".ev.*." + string(event.Exited)}
+		}
+	}
+	return us
 }

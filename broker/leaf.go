@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/hosts"
@@ -77,10 +78,13 @@ func hostUsers(hs []hosts.Host, prefix string) []*server.NkeyUser {
 		out = append(out, &server.NkeyUser{Nkey: h.Key, Permissions: &server.Permissions{
 			// What the host's server may send here: replies to this
 			// server's requests to its JetStream, and the sourced messages.
-			Publish: &server.SubjectPermission{Allow: []string{"$JSC.R.>", hostDeliver(prefix, h.Name) + ".>"}},
+			// (and the lead's: to its fleet requests, under their own
+			// reply prefix).
+			Publish: &server.SubjectPermission{Allow: []string{"$JSC.R.>", hostDeliver(prefix, h.Name) + ".>", hosts.ReplyPrefix(prefix, h.Name) + ".>"}},
 			// What it may ask to be sent: this server's requests to its
-			// own domain's API, and the flow control of its deliveries.
-			Subscribe: &server.SubjectPermission{Allow: []string{hostAPI(h.Name) + ".>", "$JS.FC.>"}},
+			// own domain's API, the flow control of its deliveries, and
+			// the lead's fleet requests to it.
+			Subscribe: &server.SubjectPermission{Allow: []string{hostAPI(h.Name) + ".>", "$JS.FC.>", hosts.OpsSubject(prefix, h.Name, ">")}},
 		}})
 	}
 	return out
@@ -250,6 +254,23 @@ func (b *Broker) LeafURL() string {
 	return "nats-leaf://" + net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
 }
 
+// ConnectHost opens an in-process lead connection for requests to host:
+// its replies come under the host's own reply prefix, the only inbox the
+// host may publish to.
+func (b *Broker) ConnectHost(host string) (*nats.Conn, error) {
+	return b.ConnectLead(nats.CustomInboxPrefix(hosts.ReplyPrefix(b.cfg.Prefix, host)), nats.Name("orch-serve-host-"+host))
+}
+
+// HostJetStream is host's JetStream, reached through nc (ConnectHost's).
+func HostJetStream(nc *nats.Conn, host string) (jetstream.JetStream, error) {
+	return jetstream.NewWithAPIPrefix(nc, hostAPI(host))
+}
+
+// LinksSubject is where orch status asks the lead loop how its hosts'
+// links stand (the lead's key only: workers and hosts may not publish
+// there).
+func LinksSubject(prefix string) string { return prefix + ".lead.links" }
+
 // HostServerName is the server name host's orch host runs under.
 func HostServerName(host string) string { return "orch-host-" + host }
 
@@ -277,6 +298,9 @@ func (b *Broker) leafLinked() {
 		b.kickOnce = nil
 		b.mu.Unlock()
 		b.kickStalled(context.Background())
+		if b.cfg.OnLink != nil {
+			b.cfg.OnLink()
+		}
 	})
 }
 

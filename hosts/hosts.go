@@ -30,7 +30,7 @@ import (
 )
 
 // Dir is the folder under .orch/ that holds the entries.
-const Dir = "hosts"
+const Dir = orchdir.Hosts
 
 // MaxWorkers bounds the workers one host is given at once.
 const MaxWorkers = 64

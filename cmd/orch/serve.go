@@ -29,6 +29,7 @@ type serveOptions struct {
 	Workers     int
 	Agent       string
 	Port        int
+	Leaf        string
 	AckTimeout  time.Duration
 	DupeWindow  time.Duration
 	TrimEvery   int
@@ -93,6 +94,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.Isolation, "isolation", "", "worktree (each worker edits .orch/worktrees/wN, one branch orch/<plan> per plan) or shared (every worker edits the repo itself); default: orch.yaml's, else worktree")
 	cmd.Flags().BoolVar(&o.Headless, "headless", false, "no tmux: run each plan as a child process of the agent's headless command (output in .orch/logs/)")
 	cmd.Flags().BoolVarP(&o.Verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
+	cmd.Flags().StringVar(&o.Leaf, "leaf", "", "let other hosts (orch hosts add) link here: an IP address of this machine they reach, with a port (e.g. 10.0.0.5:7422); only registered hosts' keys get in")
 	cmd.Flags().StringVar(&o.HTTP, "http", "", "serve the web board on this loopback address (127.0.0.1:0 picks a free port); its URL, with its token, is printed and written to .orch/board.url")
 	return cmd
 }
@@ -116,6 +118,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		TmuxSocket:  tmuxSocket(),
 		BinDir:      binDir(),
 		Port:        o.Port,
+		Leaf:        o.Leaf,
 		AckTimeout:  o.AckTimeout,
 		DupeWindow:  o.DupeWindow,
 		TrimEvery:   o.TrimEvery,

@@ -39,6 +39,9 @@ type StatusView struct {
 	Rebuilt *state.Rebuilt `json:"rebuilt,omitempty"`
 	// SetAside counts the spool files set aside as not events.
 	SetAside int `json:"spool_set_aside,omitempty"`
+	// Hosts are the other machines registered (orch hosts), with their
+	// links as the running loop sees them.
+	Hosts []HostView `json:"hosts,omitempty"`
 }
 
 // PlanView is one plan in orch status.
@@ -58,6 +61,9 @@ func Status(root string) (StatusView, error) {
 	}
 	v.PID = ServePID(root)
 	v.Serving = v.PID != 0
+	if v.Hosts, err = Hosts(root); err != nil {
+		v.Problems = append(v.Problems, err.Error())
+	}
 	v.Session, v.Isolation, v.Rebuilt = st.Session, st.Isolation, st.Rebuilt
 	if _, err := os.Lstat(filepath.Join(orchdir.Of(root), orchdir.State)); errors.Is(err, os.ErrNotExist) {
 		if entries, err := ledger.Load(root); err == nil && len(entries) > 0 {
