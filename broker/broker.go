@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -44,6 +45,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/hosts"
 	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
@@ -83,19 +85,30 @@ type Config struct {
 	// Workers are the worker ids that get a credential of their own
 	// (creds/workers/<id>.nk, made when missing).
 	Workers []string
-	Logger  *slog.Logger
 	// Upstream, when set, keeps the stream on an external cluster: the
 	// server links to it as a leaf node (upstream.go).
 	Upstream *Upstream
+	// Leaf, when set, is the HOST:PORT other hosts' servers dial as leaf
+	// nodes (orch serve --leaf); Hosts are the ones let in (package hosts).
+	Leaf  string
+	Hosts []hosts.Host
+	// OnLink, when set, is called (on a goroutine of the broker's) after
+	// a leaf link is made and the sources are set up again.
+	OnLink func()
+	Logger *slog.Logger
 }
 
 // Broker is a running embedded server.
 type Broker struct {
 	cfg    Config
 	srv    *server.Server
+	opts   *server.Options // as started, then as last reloaded
 	url    string
 	leadKP nkeys.KeyPair
 	keys   roleKeys
+	// mu guards the hosts (cfg.Hosts, opts) and the sources' refresh.
+	mu       sync.Mutex
+	kickOnce *time.Timer
 }
 
 // Start starts the server and makes sure the stream and consumers exist. It
@@ -123,6 +136,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	leaf, err := leafOpts(cfg.Leaf)
+	if err != nil {
+		return nil, err
+	}
 	port := cfg.Port
 	if port == 0 {
 		port = lastPort(cfg.Dir, cfg.Host)
@@ -138,8 +155,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		JetStreamMaxStore:  cfg.MaxStore,
 		JetStreamMaxMemory: cfg.MaxMem,
 		MaxPayload:         MaxEventBytes,
-		Nkeys:              users(keys, cfg.Prefix),
+		Nkeys:              users(keys, cfg.Prefix, cfg.Hosts),
 		NoSystemAccount:    true,
+		LeafNode:           leaf,
 	}
 	if cfg.Upstream != nil {
 		if err := linkTo(opts, cfg.Upstream); err != nil {
@@ -150,13 +168,17 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start broker: %w", err)
 	}
-	srv.SetLoggerV2(&logAdapter{l: cfg.Logger}, false, false, false)
+	b := &Broker{cfg: cfg, srv: srv, opts: opts.Clone(), leadKP: keys.lead, keys: keys}
+	srv.SetLoggerV2(&logAdapter{l: cfg.Logger, leaf: b.leafLinked}, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", ErrNotReady)
 	}
-	b := &Broker{cfg: cfg, srv: srv, url: srv.ClientURL(), leadKP: keys.lead, keys: keys}
+	b.url = srv.ClientURL()
+	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+		b.opts.Port = a.Port // as bound: a reload must not ask for another
+	}
 	if cfg.Upstream != nil {
 		if err := b.waitUpstream(ctx); err != nil {
 			b.Shutdown()
@@ -167,7 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		b.Shutdown()
 		return nil, err
 	}
-	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid(), Upstream: cfg.Upstream.Hosts()}
+	ep := orchdir.Endpoint{URL: b.url, Prefix: cfg.Prefix, Stream: StreamName, PID: os.Getpid(), Upstream: cfg.Upstream.Hosts(), Leaf: b.LeafURL()}
 	if err := writeJSON(filepath.Join(cfg.Dir, orchdir.Broker), ep); err != nil {
 		b.Shutdown()
 		return nil, fmt.Errorf("start broker: %w", err)
@@ -221,6 +243,11 @@ func (b *Broker) Prefix() string { return b.cfg.Prefix }
 
 // Shutdown stops the server and waits until it has.
 func (b *Broker) Shutdown() {
+	b.mu.Lock()
+	if b.kickOnce != nil {
+		b.kickOnce.Stop()
+	}
+	b.mu.Unlock()
 	b.srv.Shutdown()
 	b.srv.WaitForShutdown()
 }
@@ -261,6 +288,7 @@ func (b *Broker) setup(ctx context.Context) error {
 		// When full, refuse new messages (orch-notify then spools them)
 		// rather than drop old ones nobody has handled yet.
 		Discard: jetstream.DiscardNew,
+		Sources: hostSources(b.cfg.Hosts, p),
 	})
 	if err != nil {
 		return fmt.Errorf("broker setup: stream: %w", b.streamErr(err))
@@ -364,7 +392,7 @@ func CallbackSubject(prefix, kind string) string { return prefix + ".cb." + kind
 // may publish events on the subjects that carry its own id and receive the
 // replies to its own publishes; it cannot speak for another worker, read
 // events, consume, or touch the JetStream API.
-func users(k roleKeys, prefix string) []*server.NkeyUser {
+func users(k roleKeys, prefix string, hs []hosts.Host) []*server.NkeyUser {
 	out := []*server.NkeyUser{
 		{Nkey: k.leadPub, Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{">"}},
@@ -377,7 +405,7 @@ func users(k roleKeys, prefix string) []*server.NkeyUser {
 			Subscribe: &server.SubjectPermission{Allow: []string{event.WorkerInboxOf(id) + ".>"}},
 		}})
 	}
-	return out
+	return append(out, hostUsers(hs, prefix)...)
 }
 
 // WorkerKey is the public key of worker id's credential, "" if the

@@ -19,3 +19,6 @@ var ErrUpstream = errors.New("external NATS cluster not reachable")
 
 // ErrReplicas means the external cluster cannot place the stream's replicas.
 var ErrReplicas = errors.New("cluster cannot place the stream's replicas")
+
+// ErrLeafAddr means the leaf listener's address is not one to listen on.
+var ErrLeafAddr = errors.New("invalid leaf address")

@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,9 @@ type Config struct {
 	// Users are the workers' own Unix users by id (orch.yaml's run_as); a
 	// worker not in it runs as the lead's.
 	Users map[string]*runas.User
+	// Remote are the worker ids other hosts run (package hosts): this
+	// fleet's own workers are the lowest ids that are not among them.
+	Remote []string
 	// BrokerURL and Prefix are how a worker reaches the broker.
 	BrokerURL, Prefix string
 	// Setup runs orch.yaml's setup command in a worktree (nil: none). It
@@ -49,6 +53,18 @@ type Config struct {
 	Now    func() time.Time
 	// Fault kills the process at a fault-injection point (tests only).
 	Fault func(point string)
+}
+
+// LocalIDs are the ids of this fleet's n workers: the n lowest that no
+// other host runs.
+func (f *Fleet) LocalIDs(n int) []string {
+	var ids []string
+	for i := 1; len(ids) < n; i++ {
+		if id := fmt.Sprintf("w%d", i); !slices.Contains(f.cfg.Remote, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // Death is a pane process that exited.

@@ -54,8 +54,7 @@ func (f *Fleet) UpHeadless(st *state.State, workers int) error {
 		return err
 	}
 	now := f.cfg.Now().UTC()
-	for i := 1; i <= workers; i++ {
-		id := fmt.Sprintf("w%d", i)
+	for _, id := range f.LocalIDs(workers) {
 		w := st.EnsureWorker(id, now)
 		if w.Pane != "" {
 			if f.PaneAlive(w) {

@@ -69,8 +69,7 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 		}
 	}
 	now := f.cfg.Now().UTC()
-	for i := 1; i <= workers; i++ {
-		id := fmt.Sprintf("w%d", i)
+	for _, id := range f.LocalIDs(workers) {
 		w := st.EnsureWorker(id, now)
 		if w.Headless {
 			if pid := LivePID(f.cfg.OrchDir, w); pid != 0 {

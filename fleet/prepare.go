@@ -24,6 +24,9 @@ type Job struct {
 	// Includes is the .worktreeinclude list (Includes), read once by the
 	// caller for every plan of one pass.
 	Includes []string
+	// PlanText, when set, is the plan's PLAN.md to bring over (a host's
+	// checkout need not have it); else the repo's checkout's is.
+	PlanText []byte
 	// Tidy says the harvest of the worker's last plan found its worktree
 	// clean, or committed it, moments ago in the same pass: nothing is
 	// left to save, and one git status less is run.
@@ -88,7 +91,7 @@ func (f *Fleet) Prepare(ctx context.Context, j Job) (string, error) {
 		}
 		return "", err
 	}
-	if err := f.syncPlanFolder(j.Plan, dir); err != nil {
+	if err := f.syncPlanFolder(j.Plan, dir, j.PlanText); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrPlanContent, err)
 	}
 	if err := copyIncluded(repo.Root, j.Includes, dir); err != nil {
@@ -162,11 +165,14 @@ func LetGo(ctx context.Context, repo *git.Repo, dir, id, plan string, log *slog.
 // syncPlanFolder copies the repo's PLAN.md of a plan into a worktree when
 // the branch does not have it as it is (a verification round's plan is
 // committed on the base branch, not on the branch it verifies).
-func (f *Fleet) syncPlanFolder(name, dir string) error {
+func (f *Fleet) syncPlanFolder(name, dir string, text []byte) error {
 	rel := filepath.Join(plans.Dir, name, plans.PlanFile)
-	src, err := os.ReadFile(filepath.Join(f.cfg.Root, rel))
-	if err != nil {
-		return fmt.Errorf("plan %s: %w", name, err)
+	src := text
+	if src == nil {
+		var err error
+		if src, err = os.ReadFile(filepath.Join(f.cfg.Root, rel)); err != nil {
+			return fmt.Errorf("plan %s: %w", name, err)
+		}
 	}
 	return WriteIn(dir, filepath.ToSlash(rel), src, 0o644)
 }

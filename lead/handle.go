@@ -39,13 +39,22 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	// The subject says who may have sent it (workers may publish only
 	// <prefix>.ev.>): a kind must arrive on its own subject, so a worker
 	// cannot pass a lead command off as an event.
-	if want := event.Subject(l.prefix, e); m.Subject() != want {
+	if want := l.wantSubject(m, e); m.Subject() != want {
 		why := fmt.Sprintf("a %s event must arrive on %s, not %s", e.Kind, want, m.Subject())
 		if w := event.SubjectWorker(l.prefix, m.Subject()); w != "" && w != e.Worker && !event.IsCommand(e.Kind) {
 			// The worker is the one whose credential sent it, not the one
 			// the payload names.
 			why = fmt.Sprintf("sent with %s's credential, but it names worker %q", w, e.Worker)
 		}
+		l.refuse(e, why)
+		if err := l.save(); err != nil {
+			m.NakWithDelay(retryBackoff(m))
+			return
+		}
+		m.Term()
+		return
+	}
+	if why := l.hostRefusal(m, e); why != "" {
 		l.refuse(e, why)
 		if err := l.save(); err != nil {
 			m.NakWithDelay(retryBackoff(m))

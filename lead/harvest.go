@@ -91,7 +91,7 @@ func (l *Loop) handleWaiting(ctx context.Context, m jetstream.Msg) {
 
 // isDone says whether in is a well-formed done event on its own subject.
 func (l *Loop) isDone(in inbound) bool {
-	return in.err == nil && in.e.Kind == event.Done && in.m.Subject() == event.Subject(l.prefix, in.e)
+	return in.err == nil && in.e.Kind == event.Done && in.m.Subject() == event.Subject(l.prefix, in.e) && l.hostRefusal(in.m, in.e) == ""
 }
 
 func (l *Loop) handledAlready(in inbound) bool {
@@ -287,6 +287,13 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 			continue
 		} else if skipErr != nil {
 			return nil, skipErr
+		}
+		if w.Remote != "" {
+			// The work is on the host: it comes over first (an error is
+			// its host or its link failing: the event comes again).
+			if err := l.fetchRemote(ctx, w, p); err != nil {
+				return nil, err
+			}
 		}
 		c, err := l.harvester.Collect(ctx, harvest.Item{Event: e, Dir: l.workDir(e.Worker)}, skip)
 		if err != nil {

@@ -75,6 +75,7 @@ import (
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
+	"github.com/orch-dev/orch/hosts"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
@@ -90,12 +91,15 @@ type Config struct {
 	TmuxSocket string // tmux -L socket, empty for the user's default server
 	BinDir     string // directory holding orch-notify, put first on the workers' PATH
 	Port       int    // broker port; 0 reuses the last one when free
-	Logger     *slog.Logger
-	Now        func() time.Time
-	Ready      func(url string) // called once the loop is consuming; optional
 	// Upstream, when set, keeps the stream on an external NATS cluster
 	// (orch serve --nats); the broker links to it as a leaf node.
 	Upstream *broker.Upstream
+	// Leaf is the HOST:PORT other hosts link to (orch serve --leaf); ""
+	// lets none in.
+	Leaf   string
+	Logger *slog.Logger
+	Now    func() time.Time
+	Ready  func(url string) // called once the loop is consuming; optional
 	// AckTimeout is how long a worker has to say "started" after a
 	// dispatch before the line is re-sent once (then the plan fails).
 	// 0 means DefaultAckTimeout; negative disables the check.
@@ -147,10 +151,15 @@ type Loop struct {
 	harvester *harvest.Harvester
 	rounds    *verify.Rounds // verification rounds (package verify)
 	// defs are the queued plans' definitions, kept while PLAN.md is unchanged.
-	defs   map[string]parsedDef
-	fleet  *fleet.Fleet // the workers; it reports on channels the loop selects on
-	st     *state.State
-	b      *broker.Broker
+	defs  map[string]parsedDef
+	fleet *fleet.Fleet // the workers; it reports on channels the loop selects on
+	st    *state.State
+	b     *broker.Broker
+	hosts []hosts.Host // the register as the broker has it
+	// hostConns are the connections for requests to each host.
+	hostConns map[string]*nats.Conn
+	// linkUp is told of each new leaf link (the broker's OnLink).
+	linkUp chan struct{}
 	prefix string // the broker's subject prefix
 	nc     *nats.Conn
 	js     jetstream.JetStream
@@ -275,7 +284,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.TrimEvery = DefaultTrimEvery
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), paneEnded: map[string]bool{}}
+		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{}}
 	defer close(l.stopped)
 	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
@@ -338,12 +347,32 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	l.st.Prune(cfg.Now())
-	ids := workerIDs(cfg.Workers, l.st)
+	if l.hosts, err = hosts.List(l.orchDir); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if len(l.hosts) > 0 && l.conf.Isolation != config.Worktree {
+		return fmt.Errorf("serve: %w: hosts are registered (orch hosts), and their workers' work comes to worktrees of the lead's: use isolation %s", config.ErrInvalid, config.Worktree)
+	}
+	if cfg.Upstream != nil && (cfg.Leaf != "" || len(l.hosts) > 0) {
+		// A host's stream is sourced by the lead's own JetStream, which a
+		// broker linked to an external cluster does not run.
+		return fmt.Errorf("serve: %w: hosts (orch hosts, --leaf) and an external cluster (--nats) do not go together yet: remove the hosts, or serve without --nats", config.ErrInvalid)
+	}
+	if len(l.hosts) > 0 && cfg.Leaf == "" {
+		l.log.Warn("hosts are registered but orch serve has no --leaf address: they cannot link", "hosts", len(l.hosts))
+	}
+	ids := workerIDs(cfg.Workers, l.st, hosts.Workers(l.hosts))
 	users, err := l.workerUsers(ids)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: ids, Logger: l.log, Upstream: cfg.Upstream})
+	l.b, err = broker.Start(ctx, broker.Config{Dir: l.orchDir, Port: cfg.Port, DupeWindow: cfg.DupeWindow, Workers: ids, Logger: l.log, Upstream: cfg.Upstream,
+		Leaf: cfg.Leaf, Hosts: l.hosts, OnLink: func() {
+			select {
+			case l.linkUp <- struct{}{}:
+			default: // one is waiting: it covers this link too
+			}
+		}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -355,6 +384,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	defer l.nc.Close()
 	l.log.Info("broker up", "url", l.b.URL(), "upstream", strings.Join(l.b.Upstream().Hosts(), ","))
+	if u := l.b.LeafURL(); u != "" {
+		l.log.Info("hosts link here", "leaf", u, "hosts", len(l.hosts))
+	}
+	if sub, err := l.answerLinks(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	} else {
+		defer sub.Unsubscribe()
+	}
 	if err := l.boardUp(ctx); err != nil {
 		return fmt.Errorf("serve: board: %w", err)
 	}
@@ -366,6 +403,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	l.fleet, err = fleet.New(fleet.Config{Root: cfg.Root, OrchDir: l.orchDir, Repo: l.repo, Panes: panes,
 		TmuxSocket: cfg.TmuxSocket, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
 		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.prefix, Users: users,
+		Remote: hosts.Workers(l.hosts),
 		// The gates' runner, made below, tracks the setup's process group.
 		Setup: func(dir, plan, worker string) error {
 			return gates.Setup(l.conf, dir, plan, worker, l.fleet.User(worker), l.gates.Track)
@@ -394,6 +432,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if panes {
 		l.fleet.WatchScreens(ctx, l.st.Session)
 	}
+	l.remoteUp()
+	defer func() {
+		for _, nc := range l.hostConns {
+			nc.Close()
+		}
+	}()
 
 	// Watch the spool before reading it, so that a file written between the
 	// two is seen by one or the other (and published once: the event id is
@@ -410,6 +454,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := watcher.Add(spool); err != nil {
 		return fmt.Errorf("serve: spool watch: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Join(l.orchDir, hosts.Dir), 0o700); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := l.watchHosts(watcher); err != nil {
+		return fmt.Errorf("serve: hosts watch: %w", err)
+	}
+	// A change made between the start's read and the watch.
+	l.hostsChanged(ctx)
 	l.ingestSpool(true)
 	// Gates that were running when the last lead loop stopped: their
 	// processes go, and a regate record behind everything already in the
@@ -481,6 +533,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		case <-l.spoolDue:
 			l.spoolArmed = false
 			l.ingestSpool(false)
+		case <-l.linkUp:
+			l.linked(ctx)
 		case <-l.boardDue:
 			l.offerFrame() // held back by MinGap, due now
 		case <-l.board.Wanted():
@@ -502,6 +556,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			if !ok {
 				return nil
 			}
+			if filepath.Base(filepath.Dir(ev.Name)) == hosts.Dir && filepath.Dir(filepath.Dir(ev.Name)) == l.orchDir {
+				l.hostsChanged(ctx)
+				continue
+			}
 			if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write) {
 				l.ingestFile(ev.Name)
 			}
@@ -518,11 +576,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 }
 
 // workerIDs are the workers that get a credential: the n of this start
-// (w1..wn) and every one the record knows (their panes may still run).
-func workerIDs(n int, st *state.State) []string {
+// (the n lowest ids, skipping remote, the ids the hosts own) and every one
+// the record knows (their panes may still run).
+func workerIDs(n int, st *state.State, remote []string) []string {
 	ids := map[string]bool{}
-	for i := 1; i <= n; i++ {
-		ids[fmt.Sprintf("w%d", i)] = true
+	// The n lowest ids no host owns.
+	for i := 1; len(ids) < n; i++ {
+		if id := fmt.Sprintf("w%d", i); !slices.Contains(remote, id) {
+			ids[id] = true
+		}
 	}
 	for _, w := range st.Workers {
 		ids[w.ID] = true

@@ -52,7 +52,7 @@ const saveRetry = 2 * time.Second
 // hands over (or undoes) what it returns. A handler's event and the
 // dispatches that follow it share that one save.
 func (l *Loop) assign(ctx context.Context) (hs []*handoff, changed bool) {
-	if !l.fleet.Panes() && !l.cfg.Headless {
+	if !l.fleet.Panes() && !l.cfg.Headless && len(l.hosts) == 0 {
 		return nil, false
 	}
 	if wait := l.setupHoldUntil.Sub(l.cfg.Now()); wait > 0 && l.isolated() && l.conf.Setup != "" {
@@ -332,6 +332,19 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 		case h.setup:
 			l.fleet.RunSetup(p.Name, p.Preparing, w.ID)
 			continue
+		case w.Remote != "":
+			if err := l.startRemote(w, p); err != nil {
+				// Its host could not start it: the plan waits, and the
+				// worker is out of use until its host links again.
+				l.log.Error("remote start failed; plan queued again", "plan", p.Name, "worker", w.ID, "host", w.Remote, "err", err)
+				p.State, p.Worker, p.Reason = state.PlanQueued, "", "start on "+w.ID+" (host "+w.Remote+") failed: "+err.Error()
+				p.Attempts--
+				w.State, w.Plan, w.PID, w.Reason, w.Since = state.WorkerDead, "", 0, unreachable+err.Error(), l.cfg.Now().UTC()
+				h.unverify()
+				l.nextDispatch = h.next
+				l.save()
+				continue
+			}
 		case w.Headless:
 			// The attempt is recorded: the process starts, held at its gate
 			// until its pid is saved too.

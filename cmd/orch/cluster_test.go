@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,8 +268,8 @@ func startCluster(t *testing.T, bin, pub string) []*natsNode {
 	nodes := make([]*natsNode, 3)
 	cluster := make([]int, 3)
 	for i := range nodes {
-		nodes[i] = &natsNode{name: fmt.Sprintf("n%d", i+1), client: freePort(t), leaf: freePort(t), done: make(chan struct{})}
-		cluster[i] = freePort(t)
+		nodes[i] = &natsNode{name: fmt.Sprintf("n%d", i+1), client: freePort(t, "127.0.0.1"), leaf: freePort(t, "127.0.0.1"), done: make(chan struct{})}
+		cluster[i] = freePort(t, "127.0.0.1")
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", cluster[i]))
 	}
 	for i, n := range nodes {
@@ -319,15 +318,4 @@ func streamLeader(t *testing.T, nc *nats.Conn) (string, int) {
 		return err == nil && json.Unmarshal(m.Data, &info) == nil && info.Cluster.Leader != ""
 	}, "the stream %s to have a leader", broker.StreamName)
 	return info.Cluster.Leader, 1 + len(info.Cluster.Replicas)
-}
-
-// freePort is a loopback port free now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

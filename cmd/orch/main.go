@@ -85,6 +85,8 @@ func newRootCmd(s streams) *cobra.Command {
 		newStatsCmd(s),
 		newDownCmd(s),
 		newDoctorCmd(s),
+		newHostsCmd(s),
+		newHostCmd(s),
 		newDemoCmd(s),
 		newAgentCmd(s),
 	)

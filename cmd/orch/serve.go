@@ -30,6 +30,7 @@ type serveOptions struct {
 	Workers     int
 	Agent       string
 	Port        int
+	Leaf        string
 	AckTimeout  time.Duration
 	DupeWindow  time.Duration
 	TrimEvery   int
@@ -111,6 +112,7 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.NATS, "nats", "", "keep the event stream on an external NATS cluster (replicated, R3): its leaf node URLs, nats://host:7422[,...]; workers still talk to the loopback broker, which links to the cluster as a leaf node")
 	cmd.Flags().StringVar(&o.NATSDomain, "nats-domain", "", "the --nats cluster's JetStream domain (jetstream { domain } in its configuration)")
 	cmd.Flags().StringVar(&o.Creds, "creds", "", "credential for the link to the --nats cluster: a JWT .creds file or an NKey user seed, mode 600")
+	cmd.Flags().StringVar(&o.Leaf, "leaf", "", "let other hosts (orch hosts add) link here: an IP address of this machine they reach, with a port (e.g. 10.0.0.5:7422); only registered hosts' keys get in")
 	cmd.Flags().StringVar(&o.HTTP, "http", "", "serve the web board on this loopback address (127.0.0.1:0 picks a free port); its URL, with its token, is printed and written to .orch/board.url")
 	return cmd
 }
@@ -135,6 +137,7 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		BinDir:      binDir(),
 		Port:        o.Port,
 		Upstream:    o.upstream,
+		Leaf:        o.Leaf,
 		AckTimeout:  o.AckTimeout,
 		DupeWindow:  o.DupeWindow,
 		TrimEvery:   o.TrimEvery,

@@ -71,6 +71,10 @@ func printStatus(s streams, v orchctl.StatusView) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.State, dash(p.Worker), dash(p.Verifier), dash(strings.Join(p.DependsOn, ",")), clip(note, 70))
 	}
 	tw.Flush()
+	if len(v.Hosts) > 0 {
+		fmt.Fprintln(s.Out)
+		printHosts(s, v.Hosts)
+	}
 	for _, r := range v.Rejected {
 		fmt.Fprintf(s.Out, "refused %s %s from %s: %s\n", r.Kind, r.Plan, dash(r.Worker), r.Reason)
 	}

@@ -42,6 +42,9 @@ type StatusView struct {
 	// External is the external cluster that keeps the stream (orch serve
 	// --nats), nil with the embedded broker.
 	External *ExternalView `json:"external,omitempty"`
+	// Hosts are the other machines registered (orch hosts), with their
+	// links as the running loop sees them.
+	Hosts []HostView `json:"hosts,omitempty"`
 }
 
 // PlanView is one plan in orch status.
@@ -62,6 +65,9 @@ func Status(root string) (StatusView, error) {
 	v.PID = ServePID(root)
 	v.Serving = v.PID != 0
 	v.External = External(context.Background(), root)
+	if v.Hosts, err = Hosts(root); err != nil {
+		v.Problems = append(v.Problems, err.Error())
+	}
 	v.Session, v.Isolation, v.Rebuilt = st.Session, st.Isolation, st.Rebuilt
 	if _, err := os.Lstat(filepath.Join(orchdir.Of(root), orchdir.State)); errors.Is(err, os.ErrNotExist) {
 		if entries, err := ledger.Load(root); err == nil && len(entries) > 0 {

@@ -33,6 +33,8 @@ const (
 	IntegrateLock = "integrate.lock"
 	Agents        = "agents"    // per-worker agent configuration, agents/<wN>/
 	BoardURL      = "board.url" // the web board's URL with its token (orch serve --http), mode 0600
+	Hosts         = "hosts"     // the lead's register of other hosts, one <name>.json each (package hosts)
+	HostLock      = "host.lock" // claimed by the one orch host of a host's clone
 )
 
 // WorkerKey is the path of worker id's seed in the .orch directory dir.
@@ -40,10 +42,10 @@ func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerK
 
 // PrivateDirs are the folders of .orch/ no worker has any business writing:
 // everything but the worktrees they work in.
-var PrivateDirs = []string{Agents, Creds, Gates, Integrate, JetStream, Logs, Spool}
+var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Logs, Spool}
 
 // PrivateFiles are the files directly in .orch/ that only orch writes.
-var PrivateFiles = []string{BoardURL, Broker, GitLock, IntegrateLock, ServeLock, ServePID, State}
+var PrivateFiles = []string{BoardURL, Broker, GitLock, HostLock, IntegrateLock, ServeLock, ServePID, State}
 
 // Of returns the .orch directory of a repo root.
 func Of(root string) string { return filepath.Join(root, Name) }
@@ -58,6 +60,8 @@ type Endpoint struct {
 	// Upstream lists the external cluster's URLs (orch serve --nats) the
 	// broker at URL links to; empty when the broker keeps the stream itself.
 	Upstream []string `json:"upstream,omitempty"`
+	// Leaf is where other hosts link to the lead (orch serve --leaf).
+	Leaf string `json:"leaf,omitempty"`
 }
 
 // ReadEndpoint reads broker.json from an .orch directory. A record without

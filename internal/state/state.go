@@ -60,6 +60,9 @@ type Worker struct {
 	Plan  string      `json:"plan,omitempty"`
 	Pane  string      `json:"pane,omitempty"`
 	Host  string      `json:"host,omitempty"`
+	// Remote is the registered host (orch hosts) that runs the worker,
+	// "" for the lead's own machine.
+	Remote string `json:"remote,omitempty"`
 	// Headless workers have no pane: each plan runs the agent's headless
 	// command as a child process, PID while it runs.
 	Headless bool      `json:"headless,omitempty"`

@@ -1,0 +1,307 @@
+// Package hostd is orch host: what runs on another machine that works for
+// a lead. It joins with the token orch hosts add printed, runs the host's
+// server (broker.StartHost: a leaf node of the lead's, with the host's own
+// JetStream stream) in the clone's .orch/, and keeps it up until asked to
+// stop. The host's workers run orch-notify as a lead's workers do; their
+// events are kept here and reach the lead when its link is up.
+//
+// The lead's fleet work for this host's workers is done here, asked over
+// the link (hosts.OpsSubject): a run fetches the plan's base from the
+// clone's remote, readies the worker's worktree and starts the agent's
+// headless command (package fleet, as the lead would); its exit goes into
+// the host's stream as an exited record; a bundle commits what a worker
+// left on its plan branch and puts a git bundle of it into the host's
+// work store for the lead to take. Not built yet (named in the README):
+// tmux panes on a host, its setup command, reading its screens.
+package hostd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/orch-dev/orch/agent"
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/git"
+	"github.com/orch-dev/orch/hosts"
+	"github.com/orch-dev/orch/internal/flock"
+	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/plans"
+)
+
+// Config is one orch host join.
+type Config struct {
+	Root    string // the host's clone
+	LeadURL string // nats-leaf://ADDR:PORT, as orch hosts add printed it
+	Token   string
+	Port    int // loopback port for the workers; 0: the last one if free
+	// Agent and Profile are the agent this host's workers run headless,
+	// as orch serve's --agent; BinDir holds orch-notify.
+	Agent   string
+	Profile *agent.Profile
+	BinDir  string
+	// Remote is the clone's remote the lead's commits are fetched from.
+	Remote string
+	Log    *slog.Logger
+	// Ready is called once the host serves, with its server.
+	Ready func(h *broker.HostServer)
+}
+
+// Join runs the host until ctx ends.
+func Join(ctx context.Context, cfg Config) error {
+	tok, err := hosts.ParseToken(cfg.Token)
+	if err != nil {
+		return err
+	}
+	if cfg.Remote == "" {
+		cfg.Remote = "origin"
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	repo, err := git.Open(ctx, cfg.Root)
+	if err != nil {
+		return fmt.Errorf("host: %w (run orch host join in your clone of the lead's repo)", err)
+	}
+	dir := orchdir.Of(repo.Root)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	if _, held := flock.Holder(filepath.Join(dir, orchdir.ServeLock)); held {
+		return fmt.Errorf("host: %w: orch serve runs here; a host needs a clone of its own (git clone the lead's repo elsewhere)", ErrBusy)
+	}
+	lock, pid, err := flock.TryExclusive(filepath.Join(dir, orchdir.HostLock))
+	if errors.Is(err, flock.ErrHeld) {
+		return fmt.Errorf("host: %w: orch host (pid %d) runs here already", ErrBusy, pid)
+	}
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer lock.Unlock()
+	srv, err := broker.StartHost(ctx, broker.HostConfig{Dir: dir, LeadURL: cfg.LeadURL, Token: tok, Port: cfg.Port, Logger: log})
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer srv.Shutdown()
+	fl, err := fleet.New(fleet.Config{Root: repo.Root, OrchDir: dir, Repo: repo, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
+		Isolation: config.Worktree, BrokerURL: srv.URL(), Prefix: tok.Prefix, Logger: log})
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer fl.Close()
+	nc, err := srv.Connect()
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	store, err := js.ObjectStore(ctx, hosts.WorkBucket)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	d := &daemon{cfg: cfg, tok: tok, repo: repo, fleet: fl, js: js, store: store, log: log}
+	sub, err := nc.Subscribe(hosts.OpsSubject(tok.Prefix, tok.Host, "*"), d.serve)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer sub.Unsubscribe()
+	log.Info("host up", "host", tok.Host, "workers", strings.Join(tok.Workers, ","), "url", srv.URL(), "lead", cfg.LeadURL)
+	if cfg.Ready != nil {
+		cfg.Ready(srv)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("host stopping", "host", tok.Host)
+			return nil
+		case n := <-fl.Exits():
+			d.reportExit(ctx, n)
+		}
+	}
+}
+
+// daemon answers the lead's requests; one at a time (git in one clone).
+type daemon struct {
+	cfg   Config
+	tok   hosts.Token
+	repo  *git.Repo
+	fleet *fleet.Fleet
+	js    jetstream.JetStream
+	store jetstream.ObjectStore
+	log   *slog.Logger
+	mu    sync.Mutex
+}
+
+func (d *daemon) serve(m *nats.Msg) {
+	if m.Reply == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var r hosts.Reply
+	var err error
+	switch op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]; op {
+	case hosts.OpRun:
+		var req hosts.Run
+		if err = decode(m.Data, &req); err == nil {
+			r, err = d.run(ctx, req)
+		}
+	case hosts.OpBundle:
+		var req hosts.Bundle
+		if err = decode(m.Data, &req); err == nil {
+			r, err = d.bundle(ctx, req)
+		}
+	case hosts.OpTaken:
+		var req hosts.TakenBundle
+		if err = decode(m.Data, &req); err == nil {
+			err = d.store.Delete(ctx, req.Object)
+		}
+	default:
+		err = fmt.Errorf("%w: %q", ErrRequest, op)
+	}
+	if err != nil {
+		d.log.Warn("lead's request not done", "subject", m.Subject, "err", err)
+		r = hosts.Reply{Error: err.Error()}
+	}
+	data, _ := json.Marshal(r)
+	m.Respond(data)
+}
+
+func decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrRequest, err)
+	}
+	return nil
+}
+
+// check says what is wrong with a request about worker's plan at base.
+func (d *daemon) check(worker, plan, base string) error {
+	if !slices.Contains(d.tok.Workers, worker) {
+		return fmt.Errorf("%w: worker %q is not this host's (%s)", ErrRequest, worker, strings.Join(d.tok.Workers, ","))
+	}
+	if err := plans.ValidateName(plan); err != nil {
+		return fmt.Errorf("%w: %v", ErrRequest, err)
+	}
+	if !shaPattern.MatchString(base) {
+		return fmt.Errorf("%w: base %q is not a commit id", ErrRequest, base)
+	}
+	return nil
+}
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// run readies the worker's worktree for the plan at its base and starts
+// the agent's headless command.
+func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
+	if err := d.check(req.Worker, req.Plan, req.Base); err != nil {
+		return hosts.Reply{}, err
+	}
+	if len(req.PlanMD) == 0 || len(req.PlanMD) > hosts.MaxPlanMD {
+		return hosts.Reply{}, fmt.Errorf("%w: PLAN.md of %d bytes", ErrRequest, len(req.PlanMD))
+	}
+	if !d.repo.HasCommit(ctx, req.Base) {
+		if err := d.repo.Fetch(ctx, d.cfg.Remote); err != nil {
+			return hosts.Reply{}, err
+		}
+		if !d.repo.HasCommit(ctx, req.Base) {
+			return hosts.Reply{}, fmt.Errorf("%w: commit %s is not on remote %s of this clone (it must be the lead's repo, or hold the lead's branches)", ErrBase, git.Short(req.Base), d.cfg.Remote)
+		}
+	}
+	if _, err := d.fleet.Prepare(ctx, fleet.Job{Plan: req.Plan, Worker: req.Worker, Base: req.Base, PlanText: req.PlanMD}); err != nil {
+		return hosts.Reply{}, err
+	}
+	line, err := fleet.DispatchLine(req.Plan, d.fleet.NotifyBin())
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	proc, err := d.fleet.Spawn(req.Worker, req.Plan, req.Attempt, line)
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	// The lead records the pid it is told; a lead that never hears it
+	// (the link lost now) finds the run by its events and its exit.
+	if err := proc.Release(); err != nil {
+		return hosts.Reply{}, err
+	}
+	d.log.Info("plan started", "plan", req.Plan, "worker", req.Worker, "attempt", req.Attempt, "pid", proc.PID)
+	return hosts.Reply{PID: proc.PID}, nil
+}
+
+// bundle commits what the worker left on the plan's branch and stores a
+// bundle of the branch's commits beyond base for the lead.
+func (d *daemon) bundle(ctx context.Context, req hosts.Bundle) (hosts.Reply, error) {
+	if err := d.check(req.Worker, req.Plan, req.Base); err != nil {
+		return hosts.Reply{}, err
+	}
+	branch := fleet.PlanBranch(req.Plan)
+	wt := d.repo.At(fleet.WorktreeDir(d.repo.Root, req.Worker))
+	at, clean, err := wt.Status(ctx)
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	if at == branch && !clean {
+		if _, err := wt.CommitAll(ctx, req.Plan+": "+req.Worker+"'s work on host "+d.tok.Host); err != nil {
+			return hosts.Reply{}, err
+		}
+	}
+	tmp, err := os.CreateTemp(orchdir.Of(d.repo.Root), ".bundle-*")
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	head, ok, err := d.repo.Bundle(ctx, tmp.Name(), req.Base, branch)
+	if err != nil || !ok {
+		return hosts.Reply{Head: head}, err
+	}
+	f, err := os.Open(tmp.Name())
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	defer f.Close()
+	name := req.Plan + "-" + head
+	if _, err := d.store.Put(ctx, jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: broker.WorkChunk}}, f); err != nil {
+		return hosts.Reply{}, fmt.Errorf("work store: %w", err)
+	}
+	return hosts.Reply{Head: head, Object: name}, nil
+}
+
+// reportExit puts a worker's exit into the host's stream, for the lead:
+// its id is derived from the run, so a report made twice counts once.
+func (d *daemon) reportExit(ctx context.Context, n fleet.Exit) {
+	status := fmt.Sprintf("process %d %s", n.PID, n.How)
+	e := event.New(event.Exited, n.Plan, status, n.Worker, d.tok.Host)
+	e.ID = event.DerivedID(fmt.Sprintf("exited %s %s %d %d on %s", n.Worker, n.Plan, n.Attempt, n.PID, d.tok.Host))
+	e.Attempt = n.Attempt
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := d.js.Publish(ctx, hosts.RecordSubject(d.tok.Prefix, n.Worker, string(event.Exited)), e.Marshal(), jetstream.WithMsgID(e.ID)); err != nil {
+		d.log.Error("exit not kept", "plan", n.Plan, "worker", n.Worker, "err", err)
+		return
+	}
+	d.log.Info("plan's process ended", "plan", n.Plan, "worker", n.Worker, "how", n.How)
+}

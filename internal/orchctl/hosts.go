@@ -1,0 +1,125 @@
+package orchctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/hosts"
+	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/notify"
+)
+
+// HostAdded is what orch hosts add tells: the entry, and the line to run
+// on the host (holding its secret token).
+type HostAdded struct {
+	Host hosts.Host `json:"host"`
+	// Leaf is the lead's leaf URL when orch serve runs with --leaf, else
+	// "" (the line then says where it goes).
+	Leaf  string `json:"leaf"`
+	Token string `json:"token"`
+}
+
+// JoinLine is the command to run on the host.
+func (a HostAdded) JoinLine() string {
+	leaf := a.Leaf
+	if leaf == "" {
+		leaf = "nats-leaf://LEAD-ADDR:PORT"
+	}
+	return fmt.Sprintf("orch host join %s --token %s", leaf, a.Token)
+}
+
+// HostsAdd registers a host with n workers. A running lead loop lets it
+// in at once (it follows the register).
+func HostsAdd(root, name string, n int) (HostAdded, error) {
+	od := orchdir.Of(root)
+	prefix := event.DefaultPrefix
+	ep, err := orchdir.ReadEndpoint(od, event.DefaultPrefix)
+	if err == nil {
+		prefix = ep.Prefix
+	}
+	h, tok, err := hosts.Add(od, name, n, hosts.Taken(od), prefix)
+	if err != nil {
+		return HostAdded{}, err
+	}
+	a := HostAdded{Host: h, Token: tok}
+	if Serving(root) && err == nil {
+		a.Leaf = ep.Leaf
+	}
+	return a, nil
+}
+
+// HostsRemove deletes a host's entry; a running lead loop revokes its key
+// and cuts its link at once.
+func HostsRemove(root, name string) (hosts.Host, error) {
+	return hosts.Remove(orchdir.Of(root), name)
+}
+
+// HostView is a host in orch status: its entry, and its link as the
+// running lead loop sees it (nil: the loop is not running, or did not
+// answer; Note says which).
+type HostView struct {
+	hosts.Host
+	Link *broker.Link `json:"link,omitempty"`
+	Note string       `json:"note,omitempty"`
+}
+
+// Hosts lists the registered hosts with their links.
+func Hosts(root string) ([]HostView, error) {
+	od := orchdir.Of(root)
+	hs, err := hosts.List(od)
+	if err != nil || len(hs) == 0 {
+		return nil, err
+	}
+	links, lerr := askLinks(root)
+	var out []HostView
+	for _, h := range hs {
+		v := HostView{Host: h}
+		switch {
+		case lerr != nil:
+			v.Note = lerr.Error()
+		default:
+			v.Note = "not linked yet (the lead loop has not taken it in)"
+			for i := range links {
+				if links[i].Host == h.Name {
+					v.Link, v.Note = &links[i], ""
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// errNotServing says there is no lead loop to ask.
+var errNotServing = errors.New("lead loop not running: link unknown")
+
+func askLinks(root string) ([]broker.Link, error) {
+	od := orchdir.Of(root)
+	if !Serving(root) {
+		return nil, errNotServing
+	}
+	cfg, err := notify.LeadConfig(od)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := notify.Connect(cfg, "orch-status")
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	m, err := nc.Request(broker.LinksSubject(cfg.Prefix), nil, 3*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("the lead loop did not say how its links stand: %w", err)
+	}
+	var links []broker.Link
+	if err := json.Unmarshal(m.Data, &links); err != nil {
+		var e struct{ Error string }
+		json.Unmarshal(m.Data, &e)
+		return nil, fmt.Errorf("the lead loop could not read its links: %s", e.Error)
+	}
+	return links, nil
+}
