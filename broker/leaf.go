@@ -195,6 +195,11 @@ type Link struct {
 	Addr  string `json:"addr,omitempty"`
 	RTT   string `json:"rtt,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Skew is how far the host's clock seems behind the lead's (negative:
+	// ahead), from its recent events, once SkewKnown (filled in by the
+	// lead loop).
+	Skew      time.Duration `json:"skew_ns,omitempty"`
+	SkewKnown bool          `json:"skew_known,omitempty"`
 }
 
 // linkUpWithin is how recent a host's last heartbeat is for its link to

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -22,9 +23,47 @@ import (
 // broker the links): which host an event may come from, the register
 // followed while the loop runs, and the links' state for orch status.
 
+// skews keeps, per host, how far its clock seems from the lead's: the
+// smallest (receipt − sent) of its recent events, i.e. the offset plus
+// the quickest transit (an event that waited out a cut link counts for
+// little: the smallest wins). Read by orch status's request, on a NATS
+// goroutine, hence the lock.
+type skews struct {
+	mu   sync.Mutex
+	last map[string][]time.Duration
+}
+
+// skewWindow is how many recent events of a host the estimate uses.
+const skewWindow = 16
+
+func (s *skews) note(host string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[string][]time.Duration{}
+	}
+	v := append(s.last[host], d)
+	if len(v) > skewWindow {
+		v = v[len(v)-skewWindow:]
+	}
+	s.last[host] = v
+}
+
+// of is host's estimate, ok false before any event of its.
+func (s *skews) of(host string) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.last[host]
+	if len(v) == 0 {
+		return 0, false
+	}
+	return slices.Min(v), true
+}
+
 // hostRefusal says why an event m carries may not be taken from where it
 // came, "" when it may: a host speaks only for its own workers and sends
-// no commands; a host's worker speaks only through its host.
+// no commands; a host's worker speaks only through its host. An event a
+// host may pass on also goes into that host's clock estimate.
 func (l *Loop) hostRefusal(m jetstream.Msg, e event.Event) string {
 	host, ok := broker.HostOf(m.Headers())
 	if !ok {
@@ -40,6 +79,9 @@ func (l *Loop) hostRefusal(m jetstream.Msg, e event.Event) string {
 		return fmt.Sprintf("host %s sent a %s command (a host sends only its workers' events, and their processes' exits)", host, e.Kind)
 	case !slices.ContainsFunc(l.hosts, func(h hosts.Host) bool { return h.Name == host }):
 		return fmt.Sprintf("it came from host %s, which is not registered (removed?)", host)
+	case owner == host:
+		l.skew.note(host, l.cfg.Now().Sub(e.Time))
+		return ""
 	case owner != host:
 		var mine []string
 		for _, h := range l.hosts {
@@ -117,6 +159,11 @@ func (l *Loop) answerLinks() (*nats.Subscription, error) {
 			data, _ := json.Marshal(map[string]string{"error": err.Error()})
 			m.Respond(data)
 			return
+		}
+		for i := range links {
+			if d, ok := l.skew.of(links[i].Host); ok {
+				links[i].Skew, links[i].SkewKnown = d, true
+			}
 		}
 		data, _ := json.Marshal(links)
 		m.Respond(data)

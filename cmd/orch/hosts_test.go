@@ -252,6 +252,24 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		}
 	}
 
+	// orch doctor, on the lead: each host's link and clock; on a host:
+	// the git remote its plans' commits come from.
+	doctor := func(cmd *exec.Cmd) string {
+		cmd.Env = env
+		out, _ := cmd.CombinedOutput() // other checks (agents here) may fail
+		return string(out)
+	}
+	lc := exec.Command("orch", "doctor")
+	lc.Dir = root
+	if out := doctor(lc); !regexp.MustCompile(`host alpha.*link up, clock within`).MatchString(out) || !strings.Contains(out, "host beta") {
+		t.Errorf("orch doctor on the lead:\n%s", out)
+	}
+	hc := alpha.Command(context.Background(), "orch", "doctor")
+	hc.Dir = clones["alpha"]
+	if out := doctor(hc); !strings.Contains(out, "origin answers") {
+		t.Errorf("orch doctor on host alpha:\n%s", out)
+	}
+
 	// 2. alpha's link cut while its workers work; the lead restarted
 	// meanwhile; the link back: what alpha's workers sent comes once.
 	sh(root, "orch", "hosts", "remove", "beta") // alpha alone takes the next plans

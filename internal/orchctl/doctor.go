@@ -93,6 +93,7 @@ func Doctor(ctx context.Context, dc DoctorConfig) []Check {
 		return out
 	}
 	add(Check{Name: "repo", OK: true, Info: root})
+	out = append(out, hostChecks(ctx, root, run)...)
 	keys := []string{filepath.Join(od, orchdir.Creds, orchdir.LeadCreds)}
 	workerKeys, _ := filepath.Glob(filepath.Join(od, orchdir.Creds, orchdir.WorkerKeys, "*.nk"))
 	for _, p := range append(keys, workerKeys...) {

@@ -1,15 +1,20 @@
 package orchctl
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/hosts"
+	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -122,4 +127,58 @@ func askLinks(root string) ([]broker.Link, error) {
 		return nil, fmt.Errorf("the lead loop could not read its links: %s", e.Error)
 	}
 	return links, nil
+}
+
+// maxSkew is the clock difference orch doctor warns about: past it, the
+// times of a host's events (attempt starts and ends, stats) mislead.
+const maxSkew = 2 * time.Second
+
+// hostChecks are orch doctor's lines about hosts. On the lead: each
+// registered host's link and clock, as the running loop sees them. In a
+// host's clone (orch host runs there): the git remote the lead's commits
+// come from.
+func hostChecks(ctx context.Context, root string, run runner.Runner) []Check {
+	od := orchdir.Of(root)
+	var out []Check
+	if pid, held := flock.Holder(filepath.Join(od, orchdir.HostLock)); held {
+		c := Check{Name: "host's git remote", Info: fmt.Sprintf("orch host runs here (pid %d)", pid)}
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if _, err := run.Run(ctx, runner.Cmd{Name: "git", Args: []string{"ls-remote", "--exit-code", "origin", "HEAD"}, Dir: root}); err != nil {
+			c.Info += ": origin not reachable: " + strings.TrimSpace(err.Error())
+			c.Fix = "the lead's plans start from commits fetched from this clone's origin: make git fetch origin work (or give orch host join --remote NAME)"
+		} else {
+			c.OK, c.Info = true, c.Info+": origin answers"
+		}
+		out = append(out, c)
+	}
+	hs, err := Hosts(root)
+	if err != nil {
+		return append(out, Check{Name: "hosts", Info: err.Error(), Fix: "fix or remove the entry named (orch hosts remove NAME)"})
+	}
+	for _, h := range hs {
+		c := Check{Name: "host " + h.Name, Info: "workers " + strings.Join(h.Workers, ",")}
+		switch l := h.Link; {
+		case l == nil:
+			c.Info += ": " + h.Note
+			c.Fix = "start orch serve --leaf ADDR:PORT, and orch host join on " + h.Name
+		case !l.Up:
+			c.Info += ": link down"
+			if l.Error != "" {
+				c.Info += " (" + l.Error + ")"
+			}
+			c.Fix = "on " + h.Name + ": is orch host join running, and does it reach the --leaf address? (its log says)"
+		case l.SkewKnown && (l.Skew > maxSkew || l.Skew < -maxSkew):
+			c.Info += fmt.Sprintf(": link up, but its clock is %v off the lead's", l.Skew.Round(time.Millisecond))
+			c.Fix = "sync " + h.Name + "'s clock (NTP): event times, attempt durations and stats depend on it"
+		default:
+			c.OK = true
+			c.Info += ": link up"
+			if l.SkewKnown {
+				c.Info += fmt.Sprintf(", clock within %v", l.Skew.Abs().Round(time.Millisecond))
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
