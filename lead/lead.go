@@ -158,7 +158,7 @@ type Loop struct {
 	hosts []hosts.Host // the register as the broker has it
 	// hostConns are the connections for requests to each host.
 	hostConns map[string]*nats.Conn
-	skew skews // each host's clock against the lead's, from its events
+	skew      skews // each host's clock against the lead's, from its events
 	// linkUp is told of each new leaf link (the broker's OnLink).
 	linkUp chan struct{}
 	prefix string // the broker's subject prefix
