@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -119,7 +120,22 @@ func Join(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
-	d := &daemon{cfg: cfg, tok: tok, repo: repo, fleet: fl, js: js, store: store, log: log}
+	d := &daemon{cfg: cfg, tok: tok, repo: repo, fleet: fl, js: js, store: store, log: log,
+		spool: filepath.Join(dir, orchdir.Spool), signer: srv.SignerKey}
+	// Watched before it is read: a file written between the two is seen
+	// by one or the other (and published once: its id is the message id).
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("host: spool watch: %w", err)
+	}
+	defer watcher.Close()
+	if err := os.MkdirAll(d.spool, 0o700); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	if err := watcher.Add(d.spool); err != nil {
+		return fmt.Errorf("host: spool watch: %w", err)
+	}
+	d.ingestSpool(ctx, true)
 	sub, err := nc.Subscribe(hosts.OpsSubject(tok.Prefix, tok.Host, "*"), d.serve)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
@@ -136,6 +152,19 @@ func Join(ctx context.Context, cfg Config) error {
 			return nil
 		case n := <-fl.Exits():
 			d.reportExit(ctx, n)
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write) {
+				d.ingestFile(ctx, ev.Name)
+			}
+		case err, ok := <-watcher.Errors:
+			if !ok {
+				return nil
+			}
+			log.Warn("spool watch", "err", err) // an overflow: read it all again
+			d.ingestSpool(ctx, false)
 		}
 	}
 }
@@ -150,6 +179,10 @@ type daemon struct {
 	store jetstream.ObjectStore
 	log   *slog.Logger
 	mu    sync.Mutex
+	// spool is the clone's .orch/spool; signer the public key of one of
+	// this host's workers.
+	spool  string
+	signer func(worker string) string
 }
 
 func (d *daemon) serve(m *nats.Msg) {
@@ -305,3 +338,5 @@ func (d *daemon) reportExit(ctx context.Context, n fleet.Exit) {
 	}
 	d.log.Info("plan's process ended", "plan", n.Plan, "worker", n.Worker, "how", n.How)
 }
+
+func jetstreamMsgID(id string) jetstream.PublishOpt { return jetstream.WithMsgID(id) }

@@ -164,22 +164,35 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 
 	hostLogs := map[string]*syncBuf{}
 	clones := map[string]string{}
-	for h, ns := range map[string]*netns.Host{"alpha": alpha, "beta": beta} {
-		clone := filepath.Join(top, "clone-"+h)
-		run(ns.Command(context.Background(), "git", "clone", "-q", remote, clone))
-		clones[h] = clone
+	nss := map[string]*netns.Host{"alpha": alpha, "beta": beta}
+	hostCmds := map[string]*exec.Cmd{}
+	startHost := func(h string) {
+		t.Helper()
 		tf := filepath.Join(top, h+".token")
 		os.WriteFile(tf, []byte(tokens[h]+"\n"), 0o600)
-		cmd := ns.Command(context.Background(), "orch", "host", "join", fmt.Sprintf("nats-leaf://%s:%d", lead, leafPort), "--token-file", tf, "--agent", "orch agent")
-		cmd.Dir, cmd.Env = clone, env
-		hostLogs[h] = &syncBuf{}
+		cmd := nss[h].Command(context.Background(), "orch", "host", "join", fmt.Sprintf("nats-leaf://%s:%d", lead, leafPort), "--token-file", tf, "--agent", "orch agent")
+		cmd.Dir, cmd.Env = clones[h], env
 		cmd.Stdout, cmd.Stderr = hostLogs[h], hostLogs[h]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
+		hostCmds[h] = cmd
+	}
+	stopHost := func(h string) {
+		if cmd := hostCmds[h]; cmd != nil {
 			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
+			hostCmds[h] = nil
+		}
+	}
+	for _, h := range []string{"alpha", "beta"} {
+		clone := filepath.Join(top, "clone-"+h)
+		run(nss[h].Command(context.Background(), "git", "clone", "-q", remote, clone))
+		clones[h] = clone
+		hostLogs[h] = &syncBuf{}
+		startHost(h)
+		t.Cleanup(func() {
+			stopHost(h)
 			if t.Failed() {
 				t.Logf("orch host %s said:\n%s", h, hostLogs[h].String())
 			}
@@ -332,6 +345,25 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 			}
 		}
 	}
+
+	// 5. What a host's worker spools while its host's server is down
+	// reaches the lead once the host runs again.
+	stopHost("alpha")
+	spooled := alpha.Command(context.Background(), "orch-notify", "started", "spooled-one")
+	spooled.Dir = clones["alpha"]
+	spooled.Env = append(env, "ORCH_WORKER="+owned["alpha"][0], "ORCH_NOTIFY_TIMEOUT=1s")
+	if out, err := spooled.CombinedOutput(); err != nil || !strings.Contains(string(out), "spooled") {
+		t.Fatalf("orch-notify with its host down: %v\n%s", err, out)
+	}
+	startHost("alpha")
+	eventually.True(t, 30*time.Second, func() bool {
+		for _, r := range status().Rejected {
+			if r.Plan == "spooled-one" && r.Worker == owned["alpha"][0] {
+				return true // it came, and was refused as never dispatched
+			}
+		}
+		return false
+	}, "the spooled event to reach the lead")
 
 	// Exactly once: one harvest commit, one ledger entry per plan.
 	harvests := map[string]int{}
