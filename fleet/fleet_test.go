@@ -146,3 +146,32 @@ func TestClosedFleetDropsReports(t *testing.T) {
 	f.Close()
 	within(t, done)
 }
+
+// A claude -p run that ended on an API error says so in its JSON result:
+// AgentError finds the agent's own words; a result without is_error, or
+// another line, is no error.
+func TestAgentError(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	failed := write("failed.log", "starting\n"+`{"type":"result","subtype":"success","is_error":true,"api_error_status":400,"result":"API Error: 400 bad request"}`+"\n")
+	if got := AgentError(failed); got != "API Error: 400 bad request" {
+		t.Errorf("failed run: %q", got)
+	}
+	ok := write("ok.log", `{"type":"result","is_error":false,"result":"all done"}`+"\n")
+	if got := AgentError(ok); got != "" {
+		t.Errorf("a run without error: %q", got)
+	}
+	other := write("other.log", "Error: something\n{\"error\":{\"message\":\"x\"}}\n")
+	if got := AgentError(other); got != "" {
+		t.Errorf("not a claude result: %q", got)
+	}
+	if got := AgentError(filepath.Join(dir, "missing.log")); got != "" {
+		t.Errorf("no log: %q", got)
+	}
+}

@@ -287,6 +287,44 @@ func LastLogLine(path string) string {
 	return ""
 }
 
+// AgentError is the error a headless agent's run ended with, as the agent
+// itself stated it in its log's last lines, "" if it stated none: Claude
+// Code's -p --output-format json result document with is_error set (its
+// "result" is the message it also gives its StopFailure hook). A run
+// whose exit is judged before that hook's event is failed with the same
+// words as one whose hook came first.
+func AgentError(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	buf := make([]byte, min(fi.Size(), 16<<10))
+	if _, err := f.ReadAt(buf, fi.Size()-int64(len(buf))); err != nil {
+		return ""
+	}
+	lines := strings.Split(string(buf), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(l, "{") {
+			continue
+		}
+		var doc struct {
+			Type    string `json:"type"`
+			IsError bool   `json:"is_error"`
+			Result  string `json:"result"`
+		}
+		if json.Unmarshal([]byte(l), &doc) == nil && doc.Type == "result" && doc.IsError && doc.Result != "" {
+			return event.Clean(doc.Result)
+		}
+	}
+	return ""
+}
+
 // apiErrorIn returns "<type or status>: <message>" of an API error
 // document in line (OpenAI's and Google's shapes), or "".
 func apiErrorIn(line string) string {

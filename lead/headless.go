@@ -106,6 +106,13 @@ func (l *Loop) exited(e event.Event) (*event.Callback, state.Note) {
 		l.log.Warn("headless agent ended after it stopped without done", "plan", p.Name, "worker", w.ID, "how", e.Status)
 		return l.verificationFailed(p, nil), state.Noted("failed, lead already told: " + p.Reason)
 	}
+	if msg := fleet.AgentError(filepath.Join(l.orchDir, orchdir.Logs, fleet.LogName(p.Name, p.Attempts))); msg != "" && how != "exit status 0" {
+		// The agent said why it stopped (its StopFailure hook's event may
+		// still be on its way): the plan fails as that event would fail it.
+		p.State, p.Reason, p.Updated = state.PlanFailed, fmt.Sprintf("agent failed: %s (headless agent %s; output: %s)", msg, how, log), now
+		l.log.Warn("headless agent failed", "plan", p.Name, "worker", w.ID, "how", e.Status, "said", msg)
+		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), state.Noted("failed: " + p.Reason)
+	}
 	said := ""
 	if how != "exit status 0" {
 		if last := fleet.LastLogLine(filepath.Join(l.orchDir, orchdir.Logs, fleet.LogName(p.Name, p.Attempts))); last != "" {
