@@ -106,9 +106,13 @@ type Broker struct {
 	url    string
 	leadKP nkeys.KeyPair
 	keys   roleKeys
-	// mu guards the hosts (cfg.Hosts, opts) and the sources' refresh.
+	// mu guards the hosts (cfg.Hosts, opts) and the sources' refresh;
+	// kickMu the kick's timer (leafLinked).
 	mu       sync.Mutex
+	kickMu   sync.Mutex
 	kickOnce *time.Timer
+	lastKick time.Time
+	stopped  bool
 }
 
 // Start starts the server and makes sure the stream and consumers exist. It
@@ -158,6 +162,9 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		Nkeys:              users(keys, cfg.Prefix, cfg.Hosts),
 		NoSystemAccount:    true,
 		LeafNode:           leaf,
+		// Its own JetStream requests to a host's domain get replies under
+		// that domain's name, so each host's key may answer only its own.
+		FeatureFlags: map[string]bool{server.FeatureFlagJsAPIReplyFormatV2: true},
 	}
 	if cfg.Upstream != nil {
 		if err := linkTo(opts, cfg.Upstream); err != nil {
@@ -243,11 +250,12 @@ func (b *Broker) Prefix() string { return b.cfg.Prefix }
 
 // Shutdown stops the server and waits until it has.
 func (b *Broker) Shutdown() {
-	b.mu.Lock()
+	b.kickMu.Lock()
+	b.stopped = true
 	if b.kickOnce != nil {
 		b.kickOnce.Stop()
 	}
-	b.mu.Unlock()
+	b.kickMu.Unlock()
 	b.srv.Shutdown()
 	b.srv.WaitForShutdown()
 }

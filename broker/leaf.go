@@ -13,6 +13,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -55,6 +56,8 @@ func leafOpts(addr string) (server.LeafNodeOpts, error) {
 	}
 	if ip := net.ParseIP(h); ip == nil {
 		return server.LeafNodeOpts{}, fmt.Errorf("%w: leaf address %q: give an IP address of this machine, not a name", ErrLeafAddr, addr)
+	} else if ip.IsUnspecified() {
+		return server.LeafNodeOpts{}, fmt.Errorf("%w: leaf address %q: give the one address the hosts reach (the join line names it), not %s", ErrLeafAddr, addr, h)
 	}
 	if port == 0 {
 		// A free port now, so the URL hosts are given names it (the
@@ -80,7 +83,9 @@ func hostUsers(hs []hosts.Host, prefix string) []*server.NkeyUser {
 			// server's requests to its JetStream, and the sourced messages.
 			// (and the lead's: to its fleet requests, under their own
 			// reply prefix).
-			Publish: &server.SubjectPermission{Allow: []string{"$JSC.R.>", hostDeliver(prefix, h.Name) + ".>", hosts.ReplyPrefix(prefix, h.Name) + ".>"}},
+			// The replies are scoped to the host's domain (the server's
+			// js_api_reply_v2): a host cannot answer another's requests.
+			Publish: &server.SubjectPermission{Allow: []string{"$JSC.R." + hostDomain(h.Name) + ".>", hostDeliver(prefix, h.Name) + ".>", hosts.ReplyPrefix(prefix, h.Name) + ".>"}},
 			// What it may ask to be sent: this server's requests to its
 			// own domain's API, the flow control of its deliveries, and
 			// the lead's fleet requests to it.
@@ -142,19 +147,20 @@ func (b *Broker) SetHosts(ctx context.Context, hs []hosts.Host) error {
 		return fmt.Errorf("hosts: reload: %w", err)
 	}
 	b.opts, b.cfg.Hosts = opts.Clone(), hs
-	if err := b.updateSources(ctx); err != nil {
-		return err
-	}
+	// The keys are in force: the links go next (a revoked host must not
+	// keep the one it has), then the sources.
+	var cutErr error
 	if removed {
 		lz, err := b.srv.Leafz(nil)
 		if err != nil {
-			return fmt.Errorf("hosts: %w", err)
-		}
-		for _, l := range lz.Leafs {
-			b.srv.DisconnectClientByID(l.ID)
+			cutErr = fmt.Errorf("hosts: links not cut: %w", err)
+		} else {
+			for _, l := range lz.Leafs {
+				b.srv.DisconnectClientByID(l.ID)
+			}
 		}
 	}
-	return nil
+	return errors.Join(cutErr, b.updateSources(ctx))
 }
 
 // updateSources sets the ORCH stream's sources to the hosts', b.mu held.
@@ -293,21 +299,30 @@ const kickAfter = time.Second
 // the last sequence it holds from each source). One timer, fired once per
 // burst of links; not a poll.
 func (b *Broker) leafLinked() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.cfg.Hosts) == 0 || b.kickOnce != nil {
+	// Called inside the server's log call, with its connection's lock
+	// held: only kickMu here, never b.mu.
+	b.kickMu.Lock()
+	defer b.kickMu.Unlock()
+	if b.kickOnce != nil || b.stopped {
 		return
 	}
-	b.kickOnce = time.AfterFunc(kickAfter, func() {
-		b.mu.Lock()
-		b.kickOnce = nil
-		b.mu.Unlock()
+	// Any TCP connection to the leaf port makes the notice, before it
+	// authenticates (a revoked host tries every second): at most one kick
+	// per kickGap.
+	wait := max(kickAfter, kickGap-time.Since(b.lastKick))
+	b.kickOnce = time.AfterFunc(wait, func() {
+		b.kickMu.Lock()
+		b.kickOnce, b.lastKick = nil, time.Now()
+		b.kickMu.Unlock()
 		b.kickStalled(context.Background())
 		if b.cfg.OnLink != nil {
 			b.cfg.OnLink()
 		}
 	})
 }
+
+// kickGap is the least time between two kicks.
+const kickGap = 5 * time.Second
 
 // stalledAfter is how long a source may go unheard before it counts as
 // stalled (its host's server sends a heartbeat every second).
@@ -331,7 +346,11 @@ func (b *Broker) kickStalled(ctx context.Context) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.updateSources(ctx, stalled...); err == nil {
-		b.updateSources(ctx)
+	err = b.updateSources(ctx, stalled...)
+	if err == nil {
+		err = b.updateSources(ctx)
+	}
+	if err != nil {
+		b.cfg.Logger.Error("hosts: stalled sources not set up again; the server retries them itself", "hosts", strings.Join(stalled, ","), "err", err)
 	}
 }

@@ -6,15 +6,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/hosts"
+	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/notify"
 )
@@ -186,6 +189,13 @@ func consumeLead(t *testing.T, b *Broker) *received {
 	return r
 }
 
+// copies is how many times event id came, and from where.
+func (r *received) copies(id string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byID[id])
+}
+
 // wait waits for n more events, or fails after d.
 func (r *received) wait(t *testing.T, n int, d time.Duration) {
 	t.Helper()
@@ -215,7 +225,7 @@ func TestHostEventsReachTheLeadOnce(t *testing.T) {
 	r.wait(t, len(ids), 20*time.Second)
 	for i, id := range ids {
 		want := ths[i/2].h.Name
-		if got := r.byID[id]; len(got) != 1 || got[0] != want {
+		if got := r.copies(id); len(got) != 1 || got[0] != want {
 			t.Errorf("event %s came %v, want once from %s", id, got, want)
 		}
 	}
@@ -247,12 +257,11 @@ func TestHostEventsSurviveACutLink(t *testing.T) {
 	check := func(ids []string) {
 		t.Helper()
 		for _, id := range ids {
-			if got := r.byID[id]; len(got) != 1 {
+			if got := r.copies(id); len(got) != 1 {
 				t.Errorf("event %s came %d times", id, len(got))
 			}
 		}
 	}
-	r.wait(t, 0, time.Second)
 	ids := send(5)
 	r.wait(t, 5, 20*time.Second)
 
@@ -281,7 +290,7 @@ func TestHostEventsSurviveACutLink(t *testing.T) {
 	r2.wait(t, 30, 90*time.Second)
 	t.Logf("30 events kept through a cut and a lead restart, delivered %v after the link came back", time.Since(began).Round(time.Millisecond))
 	for _, id := range cut2 {
-		if got := r2.byID[id]; len(got) != 1 {
+		if got := r2.copies(id); len(got) != 1 {
 			t.Errorf("event %s came %d times after the restart", id, len(got))
 		}
 	}
@@ -319,17 +328,17 @@ func TestHostRefusals(t *testing.T) {
 	after := event.New(event.Started, "q", "", alpha.h.Workers[0], "alpha")
 	alpha.send(t, alpha.h.Workers[0], after)
 	r.wait(t, 1, 20*time.Second)
-	if got := r.byID[after.ID]; len(got) != 1 || got[0] != "alpha" {
+	if got := r.copies(after.ID); len(got) != 1 || got[0] != "alpha" {
 		t.Errorf("alpha after beta's removal: %v", got)
 	}
 	// beta's reconnects are refused (it retries every second): nothing
 	// of its comes in a few of its tries.
 	select {
 	case <-r.got:
-		t.Errorf("an event came after beta's removal: %v", r.byID)
+		t.Errorf("an event came after beta's removal: %v", r.copies(late.ID))
 	case <-time.After(3 * time.Second): // long enough for beta to try its link three times
 	}
-	if _, came := r.byID[late.ID]; came {
+	if len(r.copies(late.ID)) > 0 {
 		t.Error("the removed host's event reached the lead")
 	}
 	if beta.srv.Linked() {
@@ -338,4 +347,69 @@ func TestHostRefusals(t *testing.T) {
 	if links, _ := b.Links(context.Background()); len(links) != 1 || links[0].Host != "alpha" {
 		t.Errorf("links after removal: %+v", links)
 	}
+}
+
+// A host's key lets it publish nothing on the lead's server (events,
+// commands, callbacks); and a host that makes its own stream carry a
+// callback gets it sourced with its name on it, which orch wait drops.
+func TestHostKeyPublishesNothingHere(t *testing.T) {
+	b, ths := leafSetup(t, "alpha")
+	th := ths[0]
+	seed := []byte(th.tok.Seed)
+	hc, err := notify.Connect(notify.Config{URL: b.URL(), Prefix: "orch", Seed: seed, Timeout: time.Second}, "forger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	hjs, _ := jetstream.New(hc)
+	for _, subj := range []string{"orch.ev." + th.h.Workers[0] + ".done", "orch.cmd.dispatch", "orch.cb.done"} {
+		e := event.New(event.Done, "p", "ok", th.h.Workers[0], "alpha")
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := hjs.Publish(pctx, subj, e.Marshal())
+		cancel()
+		if err == nil {
+			t.Errorf("the host's key stored %s on the lead's server", subj)
+		}
+	}
+	// The host widens its own stream and puts a callback in it.
+	nc, err := th.srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	s, err := js.Stream(ctx, HostStream("alpha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Subjects = append(cfg.Subjects, "orch.cb.>")
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "orch.cb.done", []byte(`{"kind":"WORKER-DONE"}`)); err != nil {
+		t.Fatal(err)
+	}
+	lead, err := b.ConnectLead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Close()
+	ljs, _ := jetstream.New(lead)
+	eventually.True(t, 20*time.Second, func() bool {
+		st, err := ljs.Stream(ctx, StreamName)
+		if err != nil {
+			return false
+		}
+		m, err := st.GetLastMsgForSubject(ctx, "orch.cb.done")
+		if err != nil {
+			return false
+		}
+		host, ok := HostOf(m.Header)
+		if host != "alpha" || !ok {
+			t.Fatalf("a sourced callback carries host %q (%v): orch wait could not tell it from the lead's", host, ok)
+		}
+		return true
+	}, "the host's forged callback to be sourced, marked as the host's")
 }

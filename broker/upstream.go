@@ -74,6 +74,10 @@ func ParseUpstream(urls, domain, creds string) (*Upstream, error) {
 			}
 			return nil, fmt.Errorf("%w: %q is not a nats://host:port URL of a leaf node port of the cluster (7422 by default)", ErrUpstreamConfig, redact(s))
 		}
+		if pu.User != nil {
+			// A password on the command line is in ps and shell history.
+			return nil, fmt.Errorf("%w: %s carries a user or password: put the credential in a file given with --creds (mode 600)", ErrUpstreamConfig, redact(s))
+		}
 		u.URLs = append(u.URLs, pu)
 	}
 	if len(u.URLs) == 0 {
@@ -102,8 +106,14 @@ func (u *Upstream) Hosts() []string {
 	return out
 }
 
+// redact is s as an error may quote it: without a user or password, and
+// not at all when it does not parse (it could hold one).
 func redact(s string) string {
-	if pu, err := url.Parse(s); err == nil && pu.User != nil {
+	pu, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if pu.User != nil {
 		pu.User = nil
 		return pu.String()
 	}

@@ -68,9 +68,16 @@ func TestParseUpstream(t *testing.T) {
 			}
 		})
 	}
-	u, _ := ParseUpstream("nats://user:secret@a:7422", "hub", "")
+	// A password in the URL is refused, and never quoted back.
+	if _, err := ParseUpstream("nats://user:secret@a:7422", "hub", ""); err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "--creds") {
+		t.Errorf("a URL with a password: %v", err)
+	}
+	if _, err := ParseUpstream("nats://u:p%zz@h:7422", "hub", ""); err == nil || strings.Contains(err.Error(), "p%zz") {
+		t.Errorf("a URL that does not parse: %v", err)
+	}
+	u, _ := ParseUpstream("nats://a:7422", "hub", "")
 	if got := strings.Join(u.Hosts(), ","); got != "nats://a:7422" {
-		t.Errorf("Hosts = %q, want no user or password", got)
+		t.Errorf("Hosts = %q", got)
 	}
 }
 

@@ -101,17 +101,25 @@ func Join(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("host: %w", err)
 	}
 	defer srv.Shutdown()
+	// The lead may ask as soon as the link is up: the subscription is made
+	// first, its requests wait until the daemon below is ready.
+	d := &daemon{ready: make(chan struct{})}
+	nc, err := srv.Connect()
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer nc.Close()
+	sub, err := nc.Subscribe(hosts.OpsSubject(tok.Prefix, tok.Host, "*"), d.serve)
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	defer sub.Unsubscribe()
 	fl, err := fleet.New(fleet.Config{Root: repo.Root, OrchDir: dir, Repo: repo, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
 		Isolation: config.Worktree, BrokerURL: srv.URL(), Prefix: tok.Prefix, Logger: log})
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
 	defer fl.Close()
-	nc, err := srv.Connect()
-	if err != nil {
-		return fmt.Errorf("host: %w", err)
-	}
-	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
@@ -120,8 +128,9 @@ func Join(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
-	d := &daemon{cfg: cfg, tok: tok, repo: repo, fleet: fl, js: js, store: store, log: log,
-		spool: filepath.Join(dir, orchdir.Spool), signer: srv.SignerKey}
+	d.cfg, d.tok, d.repo, d.fleet, d.js, d.store, d.log = cfg, tok, repo, fl, js, store, log
+	d.spool, d.signer, d.running = filepath.Join(dir, orchdir.Spool), srv.SignerKey, map[string]int{}
+	close(d.ready)
 	// Watched before it is read: a file written between the two is seen
 	// by one or the other (and published once: its id is the message id).
 	watcher, err := fsnotify.NewWatcher()
@@ -136,11 +145,6 @@ func Join(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("host: spool watch: %w", err)
 	}
 	d.ingestSpool(ctx, true)
-	sub, err := nc.Subscribe(hosts.OpsSubject(tok.Prefix, tok.Host, "*"), d.serve)
-	if err != nil {
-		return fmt.Errorf("host: %w", err)
-	}
-	defer sub.Unsubscribe()
 	log.Info("host up", "host", tok.Host, "workers", strings.Join(tok.Workers, ","), "url", srv.URL(), "lead", cfg.LeadURL)
 	if cfg.Ready != nil {
 		cfg.Ready(srv)
@@ -151,6 +155,11 @@ func Join(ctx context.Context, cfg Config) error {
 			log.Info("host stopping", "host", tok.Host)
 			return nil
 		case n := <-fl.Exits():
+			d.mu.Lock()
+			if d.running[n.Worker] == n.PID {
+				delete(d.running, n.Worker)
+			}
+			d.mu.Unlock()
 			d.reportExit(ctx, n)
 		case ev, ok := <-watcher.Events:
 			if !ok {
@@ -183,15 +192,21 @@ type daemon struct {
 	// this host's workers.
 	spool  string
 	signer func(worker string) string
+	// running is each busy worker's process (a run is refused on it);
+	// ready is closed once the fields above are set.
+	running map[string]int
+	ready   chan struct{}
 }
 
 func (d *daemon) serve(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
+	<-d.ready
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Under the lead's wait, so a run it gave up on does not start later.
+	ctx, cancel := context.WithTimeout(context.Background(), hosts.RunTimeout)
 	defer cancel()
 	var r hosts.Reply
 	var err error
@@ -256,6 +271,9 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 	if len(req.PlanMD) == 0 || len(req.PlanMD) > hosts.MaxPlanMD {
 		return hosts.Reply{}, fmt.Errorf("%w: PLAN.md of %d bytes", ErrRequest, len(req.PlanMD))
 	}
+	if pid := d.running[req.Worker]; pid != 0 {
+		return hosts.Reply{}, fmt.Errorf("%w: worker %s still runs process %d", ErrBusy, req.Worker, pid)
+	}
 	if !d.repo.HasCommit(ctx, req.Base) {
 		if err := d.repo.Fetch(ctx, d.cfg.Remote); err != nil {
 			return hosts.Reply{}, err
@@ -277,9 +295,14 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 	}
 	// The lead records the pid it is told; a lead that never hears it
 	// (the link lost now) finds the run by its events and its exit.
+	if ctx.Err() != nil {
+		proc.Abort() // the lead has stopped waiting: not started
+		return hosts.Reply{}, ctx.Err()
+	}
 	if err := proc.Release(); err != nil {
 		return hosts.Reply{}, err
 	}
+	d.running[req.Worker] = proc.PID
 	d.log.Info("plan started", "plan", req.Plan, "worker", req.Worker, "attempt", req.Attempt, "pid", proc.PID)
 	return hosts.Reply{PID: proc.PID}, nil
 }

@@ -1,5 +1,7 @@
 package hosts
 
+import "time"
+
 // The lead asks a host to do its fleet's work there, by request and reply
 // over the host's leaf link (the lead's server sends the request to that
 // host alone; the host's key may answer only under its own reply prefix).
@@ -17,6 +19,11 @@ const (
 	OpBundle = "bundle" // commit a worker's work on its plan branch, and bundle it
 	OpTaken  = "taken"  // the lead has a bundle: it goes from the work store
 )
+
+// RunTimeout is how long a host may take over a run (fetching the base,
+// readying the worktree, starting the process) before it gives up; the
+// lead waits a little longer.
+const RunTimeout = 45 * time.Second
 
 // WorkBucket is the object store, in each host's JetStream domain, that
 // holds the bundles of its plan branches for the lead to take.

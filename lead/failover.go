@@ -47,7 +47,9 @@ func (l *Loop) store(msg *nats.Msg, timeout time.Duration) error {
 	for try := 1; ; try++ {
 		start := time.Now()
 		_, _, err := notify.PublishMsg(l.nc, msg, timeout)
-		if err == nil || !errors.Is(err, notify.ErrNoBroker) || l.nc.IsClosed() || time.Since(first) >= storeWindow {
+		// The embedded broker lives in this process: no failover to wait
+		// out, one try.
+		if err == nil || l.cfg.Upstream == nil || !errors.Is(err, notify.ErrNoBroker) || l.nc.IsClosed() || time.Since(first) >= storeWindow {
 			return err
 		}
 		l.log.Warn("the stream did not take a message; trying again under the same id", "subject", msg.Subject, "try", try, "err", err)
@@ -74,11 +76,16 @@ func (l *Loop) ack(ctx context.Context, m jetstream.Msg) error {
 	first := time.Now()
 	for {
 		start := time.Now()
-		err := m.DoubleAck(ctx)
+		// Each try has a deadline of its own (nats.go adds none to a
+		// context that has one, like the harvest's two minutes).
+		actx, cancel := context.WithTimeout(ctx, ackTryTimeout)
+		err := m.DoubleAck(actx)
+		cancel()
 		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			return nil
 		}
-		if ctx.Err() != nil || l.nc.IsClosed() || time.Since(first) >= storeWindow {
+		if l.cfg.Upstream == nil || errors.Is(err, jetstream.ErrMsgNotBound) || errors.Is(err, jetstream.ErrMsgNoReply) ||
+			ctx.Err() != nil || l.nc.IsClosed() || time.Since(first) >= storeWindow {
 			return err
 		}
 		if time.Since(start) < storeRetryGap {
@@ -89,13 +96,23 @@ func (l *Loop) ack(ctx context.Context, m jetstream.Msg) error {
 	}
 }
 
-// retrySpool has the spool read again in a while, once: an event in it
-// was not published (the broker did not answer), and no file event may
-// come to try again.
-func (l *Loop) retrySpool() {
-	if l.spoolArmed {
+// ackTryTimeout bounds one try of an ack.
+const ackTryTimeout = 5 * time.Second
+
+// maxSpoolRetry caps the back-off of retrySpool.
+const maxSpoolRetry = 30 * time.Second
+
+// retrySpool has the spool read again in a while, once, after an event in
+// it was not published because an external cluster did not answer (no
+// file event may come to try again). Not polling: one timer per failure,
+// its gap doubling to maxSpoolRetry while the cluster stays away, back to
+// spoolRetry after a publish succeeds. A refusal (the stream full) or the
+// embedded broker arms nothing: the next file event or start tries again.
+func (l *Loop) retrySpool(err error) {
+	if l.cfg.Upstream == nil || !errors.Is(err, notify.ErrNoBroker) || l.spoolArmed {
 		return
 	}
 	l.spoolArmed = true
-	time.AfterFunc(spoolRetry, func() { send(l, l.spoolDue, struct{}{}) })
+	l.spoolGap = min(max(2*l.spoolGap, spoolRetry), maxSpoolRetry)
+	time.AfterFunc(l.spoolGap, func() { send(l, l.spoolDue, struct{}{}) })
 }

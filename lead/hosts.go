@@ -71,6 +71,8 @@ func (l *Loop) hostRefusal(m jetstream.Msg, e event.Event) string {
 	}
 	owner := hosts.Owner(l.hosts, e.Worker)
 	switch {
+	case host == "" && event.IsCommand(e.Kind):
+		return "" // the lead's own (only its key publishes commands), about any worker
 	case host == "" && owner != "":
 		return fmt.Sprintf("worker %s runs on host %s, and this did not come from there", e.Worker, owner)
 	case host == "":
@@ -125,8 +127,9 @@ func (l *Loop) hostsChanged(ctx context.Context) {
 		return
 	}
 	if err := l.b.SetHosts(ctx, hs); err != nil {
-		l.log.Error("hosts: links not changed", "err", err)
-		return
+		// The keys changed (or nothing did, when the error says reload):
+		// what a removed host still sends is refused below either way.
+		l.log.Error("hosts: links not all changed", "err", err)
 	}
 	for _, old := range l.hosts {
 		if !slices.ContainsFunc(hs, func(h hosts.Host) bool { return h.Name == old.Name && h.Key == old.Key }) {
@@ -142,6 +145,9 @@ func (l *Loop) hostsChanged(ctx context.Context) {
 	l.remoteUp()
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)
+	}
+	if len(l.st.Outbox) > 0 {
+		l.flushOutbox() // a removed host's plans, queued again: the lead is told
 	}
 	l.schedule(ctx)
 }

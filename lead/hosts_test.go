@@ -46,6 +46,8 @@ func TestHostRefusal(t *testing.T) {
 		{"the lead's worker through a host", "beta", "w1", event.Started, "runs w5, but names worker w1"},
 		{"a host's worker not through it", "", "w3", event.Done, "runs on host alpha, and this did not come from there"},
 		{"a command from a host", "alpha", "", event.Dispatch, "sent a dispatch command"},
+		{"the lead's command naming a host's worker", "", "w3", event.Dispatch, ""},
+		{"a host's record of its worker's exit", "alpha", "w4", event.Exited, ""},
 		{"a removed host", "gamma", "w3", event.Done, "host gamma, which is not registered"},
 		{"not a host's stream", "OTHER", "w3", event.Done, "not a host's"},
 	} {

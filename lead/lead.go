@@ -195,6 +195,7 @@ type Loop struct {
 	// from it failed (failover.go retrySpool); spoolArmed while it is out.
 	spoolDue   chan struct{}
 	spoolArmed bool
+	spoolGap   time.Duration // retrySpool's current back-off
 	// unsaved says the last save failed: the record in memory is ahead of
 	// the file. saves counts the saves (tests, and the bench's figure).
 	unsaved bool
@@ -588,7 +589,9 @@ func workerIDs(n int, st *state.State, remote []string) []string {
 		}
 	}
 	for _, w := range st.Workers {
-		ids[w.ID] = true
+		if !slices.Contains(remote, w.ID) && w.Remote == "" {
+			ids[w.ID] = true // a host's worker has its key on its host only
+		}
 	}
 	return slices.Sorted(maps.Keys(ids))
 }

@@ -3,15 +3,18 @@ package lead
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/hosts"
 	"github.com/orch-dev/orch/internal/state"
@@ -38,7 +41,7 @@ func (l *Loop) remoteUp() {
 	for _, h := range l.hosts {
 		for _, id := range h.Workers {
 			w := l.st.EnsureWorker(id, now)
-			if w.Remote != h.Name {
+			if w.Remote != h.Name || (w.State == state.WorkerDead && strings.HasPrefix(w.Reason, removed(h.Name))) {
 				w.Remote, w.Headless, w.Pane, w.Host = h.Name, true, "", h.Name
 				if w.Plan == "" {
 					w.State, w.Reason = state.WorkerIdle, ""
@@ -47,18 +50,46 @@ func (l *Loop) remoteUp() {
 		}
 	}
 	for _, w := range l.st.Workers {
-		if w.Remote != "" && hosts.Owner(l.hosts, w.ID) != w.Remote && w.State != state.WorkerDead {
-			w.State, w.Reason, w.Since = state.WorkerDead, "host "+w.Remote+" removed (orch hosts remove)", now
+		if w.Remote == "" || hosts.Owner(l.hosts, w.ID) == w.Remote || w.State == state.WorkerDead {
+			continue
 		}
+		why := removed(w.Remote) + " (orch hosts remove)"
+		w.State, w.Reason, w.Since = state.WorkerDead, why, now
+		// What it held goes back to the queue (once), visibly: its host's
+		// events are refused from now on.
+		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State.Working() {
+			e := event.New(event.Lost, p.Name, why, w.ID, "")
+			e.ID = event.DerivedID(fmt.Sprintf("host removed %s %s %d", w.ID, p.Name, p.Attempts))
+			cb, _ := l.requeueOrFail(e, w, p, why)
+			if cb != nil {
+				l.st.Outbox = append(l.st.Outbox, cb)
+			}
+		}
+		w.Plan, w.PID = "", 0
 	}
 }
+
+// removed starts the reason of a worker whose host was removed.
+func removed(host string) string { return "host " + host + " removed" }
 
 // linked is told of a new leaf link: remote workers taken out of use
 // while their host could not be reached are tried again.
 func (l *Loop) linked(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	links, err := l.b.Links(lctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	up := map[string]bool{}
+	for _, k := range links {
+		// Heard from, or a link claiming its name: worth one more try (a
+		// connection that only knocked, unauthenticated, is neither).
+		up[k.Host] = k.Up || k.Addr != ""
+	}
 	changed := false
 	for _, w := range l.st.Workers {
-		if w.Remote != "" && w.State == state.WorkerDead && strings.HasPrefix(w.Reason, unreachable) {
+		if w.Remote != "" && up[w.Remote] && w.State == state.WorkerDead && strings.HasPrefix(w.Reason, unreachable) {
 			w.State, w.Reason, w.Since = state.WorkerIdle, "", l.cfg.Now().UTC()
 			changed = true
 		}
@@ -110,9 +141,49 @@ func (l *Loop) ask(host, op string, req any, timeout time.Duration) (hosts.Reply
 	return r, nil
 }
 
-// runTimeout bounds a host's run: a fetch from its remote, a worktree, a
-// process start.
-const runTimeout = 60 * time.Second
+// Timeouts of a host's requests. A host gives up on a run sooner than
+// the lead waits for it (hosts.RunTimeout), so a late start is rare; a
+// bundle and its transfer are bounded below the event's ack wait.
+const (
+	runTimeout    = hosts.RunTimeout + 15*time.Second
+	bundleTimeout = 20 * time.Second
+	fetchTimeout  = 45 * time.Second
+	// maxBundle bounds a plan branch's bundle the lead takes into memory.
+	maxBundle = 64 << 20
+)
+
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// remoteStartFailed handles a host's run that did not start. Nobody
+// answered (the host is not linked, or not listening yet): no attempt, the
+// plan waits, and the worker is out of use until a host links again. The
+// host answered with an error (the base not there, a worktree it cannot
+// make): the plan fails with it, as a worktree the lead cannot ready
+// fails it. No answer in time counts as not reachable: the host drops a
+// run it could not start within hosts.RunTimeout, shorter than the
+// lead's wait.
+func (l *Loop) remoteStartFailed(h *handoff, err error) {
+	p, w := h.p, h.w
+	now := l.cfg.Now().UTC()
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrTimeout):
+		// A host gives up on a run before the lead stops waiting
+		// (hosts.RunTimeout): no answer in time is no start.
+		l.log.Error("host not reachable; plan queued again", "plan", p.Name, "worker", w.ID, "host", w.Remote, "err", err)
+		p.State, p.Worker, p.Reason = state.PlanQueued, "", "start on "+w.ID+" (host "+w.Remote+") failed: "+err.Error()
+		p.Attempts--
+		w.State, w.Plan, w.PID, w.Reason, w.Since = state.WorkerDead, "", 0, unreachable+err.Error(), now
+		h.unverify()
+		l.nextDispatch = h.next
+	default:
+		l.log.Error("host could not start the plan; plan failed", "plan", p.Name, "worker", w.ID, "host", w.Remote, "err", err)
+		p.State, p.Reason, p.Updated = state.PlanFailed, "start on "+w.ID+" (host "+w.Remote+"): "+err.Error(), now
+		w.State, w.Plan, w.PID = state.WorkerIdle, "", 0
+		cb := event.NewCallback(event.CallbackFailed, fmt.Sprintf("remote-%s-%d-%d", p.Name, p.Attempts, now.UnixNano()), p.Name, w.ID, p.Reason, "")
+		l.st.Outbox = append(l.st.Outbox, l.verificationFailed(p, cb))
+	}
+	l.save()
+}
 
 // startRemote asks w's host to start the recorded attempt of plan.
 func (l *Loop) startRemote(w *state.Worker, p *state.Run) error {
@@ -134,13 +205,23 @@ func (l *Loop) startRemote(w *state.Worker, p *state.Run) error {
 // fetchRemote brings worker w's work on plan p from its host into the
 // worktree the lead keeps for w, so the harvest finds it there.
 func (l *Loop) fetchRemote(ctx context.Context, w *state.Worker, p *state.Run) error {
-	r, err := l.ask(w.Remote, hosts.OpBundle, hosts.Bundle{Worker: w.ID, Plan: p.Name, Base: p.Base}, runTimeout)
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	r, err := l.ask(w.Remote, hosts.OpBundle, hosts.Bundle{Worker: w.ID, Plan: p.Name, Base: p.Base}, bundleTimeout)
 	if err != nil {
 		return err
 	}
+	// What the host says is checked, never used as it comes: a commit id,
+	// and for nothing to take, the base itself.
+	if !shaPattern.MatchString(r.Head) {
+		return fmt.Errorf("host %s: bundle of %s: head %q is not a commit id", w.Remote, p.Name, r.Head)
+	}
 	mirror := l.repo.At(l.workDir(w.ID))
 	if r.Object == "" {
-		return mirror.ResetHard(ctx, r.Head)
+		if r.Head != p.Base {
+			return fmt.Errorf("host %s: bundle of %s: nothing to take, but its head %s is not the base %s", w.Remote, p.Name, r.Head, p.Base)
+		}
+		return nil // the worktree is at the base already
 	}
 	nc, err := l.hostConn(w.Remote)
 	if err != nil {
@@ -153,6 +234,13 @@ func (l *Loop) fetchRemote(ctx context.Context, w *state.Worker, p *state.Run) e
 	store, err := js.ObjectStore(ctx, hosts.WorkBucket)
 	if err != nil {
 		return fmt.Errorf("host %s: work store: %w", w.Remote, err)
+	}
+	info, err := store.GetInfo(ctx, r.Object)
+	if err != nil {
+		return fmt.Errorf("host %s: bundle of %s: %w", w.Remote, p.Name, err)
+	}
+	if info.Size > maxBundle {
+		return fmt.Errorf("host %s: bundle of %s is %d bytes, over the %d a lead takes", w.Remote, p.Name, info.Size, maxBundle)
 	}
 	data, err := store.GetBytes(ctx, r.Object)
 	if err != nil {
@@ -172,7 +260,10 @@ func (l *Loop) fetchRemote(ctx context.Context, w *state.Worker, p *state.Run) e
 	if err := l.repo.FetchBundle(ctx, tmp.Name(), fleet.PlanBranch(p.Name), ref, r.Head); err != nil {
 		return err
 	}
-	if err := mirror.ResetHard(ctx, r.Head); err != nil {
+	if ok, err := l.repo.IsAncestor(ctx, p.Base, ref); err != nil || !ok {
+		return fmt.Errorf("host %s: bundle of %s: its head %s does not build on the plan's base %s (%v)", w.Remote, p.Name, r.Head, p.Base, err)
+	}
+	if err := mirror.ResetHard(ctx, ref); err != nil {
 		return err
 	}
 	// The host deletes it (its store takes writes from the host only).

@@ -291,7 +291,8 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 		if err != nil {
 			return l.prepareFailed(p, w, err), nil
 		}
-		if l.conf.Setup != "" {
+		if l.conf.Setup != "" && w.Remote == "" {
+			// (A host's worker gets no setup yet: named in the README.)
 			// The setup command runs off the loop; its end is a prepared
 			// record, which dispatches the plan (or fails it).
 			now := l.cfg.Now().UTC()
@@ -334,15 +335,7 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 			continue
 		case w.Remote != "":
 			if err := l.startRemote(w, p); err != nil {
-				// Its host could not start it: the plan waits, and the
-				// worker is out of use until its host links again.
-				l.log.Error("remote start failed; plan queued again", "plan", p.Name, "worker", w.ID, "host", w.Remote, "err", err)
-				p.State, p.Worker, p.Reason = state.PlanQueued, "", "start on "+w.ID+" (host "+w.Remote+") failed: "+err.Error()
-				p.Attempts--
-				w.State, w.Plan, w.PID, w.Reason, w.Since = state.WorkerDead, "", 0, unreachable+err.Error(), l.cfg.Now().UTC()
-				h.unverify()
-				l.nextDispatch = h.next
-				l.save()
+				l.remoteStartFailed(h, err)
 				continue
 			}
 		case w.Headless:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/notify"
 )
 
 // ingestSpool publishes every spooled event, oldest first, and sets aside
@@ -26,7 +27,9 @@ func (l *Loop) ingestSpool(atStart bool) {
 		l.notTaken(b.Path, b.Err, atStart)
 	}
 	for _, s := range good {
-		l.takeSpooled(s)
+		if !l.takeSpooled(s) {
+			return // the broker does not answer: the rest waits for the retry
+		}
 	}
 }
 
@@ -68,12 +71,12 @@ func (l *Loop) notTaken(path string, err error, atStart bool) {
 // the bus would take from its signer: signed with the key of the lead or
 // of a worker this broker knows; from a worker, only a worker's kind of
 // event, naming that worker. Anything else is set aside with the reason.
-func (l *Loop) takeSpooled(s event.Spooled) {
+func (l *Loop) takeSpooled(s event.Spooled) bool {
 	if err := l.spoolAllowed(s); err != nil {
 		l.setAside(s.Path, err)
-		return
+		return true
 	}
-	l.publishSpooled(s)
+	return l.publishSpooled(s)
 }
 
 func (l *Loop) spoolAllowed(s event.Spooled) error {
@@ -115,16 +118,18 @@ func (l *Loop) setAside(path string, why error) {
 // once the broker has stored it. If publishing fails the file stays, and
 // the spool is read again in a while (an external cluster may be electing
 // a leader), and at the next start.
-func (l *Loop) publishSpooled(s event.Spooled) {
+func (l *Loop) publishSpooled(s event.Spooled) bool {
 	if err := l.storeEvent(s.Event, 5*time.Second); err != nil {
-		l.log.Error("spool: publish failed, file kept; trying again soon", "file", filepath.Base(s.Path), "err", err)
-		l.retrySpool()
-		return
+		l.log.Error("spool: publish failed, file kept", "file", filepath.Base(s.Path), "err", err)
+		l.retrySpool(err)
+		return !errors.Is(err, notify.ErrNoBroker)
 	}
+	l.spoolGap = 0
 	if err := os.Remove(s.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.log.Warn("spool: remove", "file", s.Path, "err", err)
 	}
 	l.log.Info("spool: delivered", "kind", s.Event.Kind, "plan", s.Event.Plan, "event", s.Event.ID)
+	return true
 }
 
 // publishRecord puts a lead record (gates' verdict, a headless exit, a

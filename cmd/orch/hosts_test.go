@@ -332,9 +332,6 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 	eventually.True(t, 10*time.Second, func() bool { return strings.Contains(hostLogs["alpha"].String(), "Publish Violation") }, "alpha's server to log the refusal")
 
 	// 4. The removed host's key is refused: beta stays cut off.
-	if linked("beta")() {
-		t.Error("the removed host beta is linked")
-	}
 	eventually.True(t, 10*time.Second, func() bool { return strings.Contains(hostLogs["beta"].String(), "Authorization Violation") }, "beta's refused link to be logged on beta")
 	sh(root, "orch", "dispatch", second[2], second[3])
 	eventually.True(t, 60*time.Second, allDone(second), "the last plans done on alpha")

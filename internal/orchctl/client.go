@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/broker"
@@ -312,37 +313,51 @@ func Wait(ctx context.Context, root string, timeout time.Duration, deliver func(
 		defer t.Stop()
 		timer = t.C
 	}
-	select {
-	case m := <-got:
-		// Stop interest before acknowledging, so the server does not push
-		// the next callback to a client that is about to leave.
-		cc.Stop()
-		if err := nc.Flush(); err != nil {
-			return cb, fmt.Errorf("wait: %w", err)
+	for {
+		select {
+		case m := <-got:
+			if host, ok := broker.HostOf(m.Headers()); host != "" || !ok {
+				// Only the lead loop writes callbacks; one sourced from a
+				// host's stream is a forgery: dropped, and the wait goes on.
+				m.Term()
+				continue
+			}
+			return deliverOne(ctx, nc, cc, m, deliver)
+		case <-timer:
+			cc.Stop()
+			return cb, fmt.Errorf("wait: %w after %s", ErrTimeout, timeout)
+		case <-ctx.Done():
+			cc.Stop()
+			return cb, ctx.Err()
 		}
-		if cb, err = event.ParseCallback(m.Data()); err != nil {
-			m.Term()
-			return cb, fmt.Errorf("wait: %w", err)
-		}
-		if err := deliver(cb); err != nil {
-			// Given back at once: the next orch wait gets this one again.
-			m.Nak()
-			nc.Flush()
-			return cb, fmt.Errorf("wait: %w: %v (the callback stays for the next orch wait)", ErrNotDelivered, err)
-		}
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := m.DoubleAck(actx); err != nil {
-			return cb, fmt.Errorf("wait: acknowledge: %w", err)
-		}
-		return cb, nil
-	case <-timer:
-		cc.Stop()
-		return cb, fmt.Errorf("wait: %w after %s", ErrTimeout, timeout)
-	case <-ctx.Done():
-		cc.Stop()
-		return cb, ctx.Err()
 	}
+}
+
+// deliverOne hands the callback m carries to deliver, then acknowledges it.
+func deliverOne(ctx context.Context, nc *nats.Conn, cc jetstream.ConsumeContext, m jetstream.Msg, deliver func(event.Callback) error) (event.Callback, error) {
+	// Stop interest before acknowledging, so the server does not push the
+	// next callback to a client that is about to leave.
+	cc.Stop()
+	if err := nc.Flush(); err != nil {
+		return event.Callback{}, fmt.Errorf("wait: %w", err)
+	}
+	cb, err := event.ParseCallback(m.Data())
+	if err != nil {
+		m.Term()
+		return cb, fmt.Errorf("wait: %w", err)
+	}
+	if err := deliver(cb); err != nil {
+		// Given back at once: the next orch wait gets this one again.
+		m.Nak()
+		nc.Flush()
+		return cb, fmt.Errorf("wait: %w: %v (the callback stays for the next orch wait)", ErrNotDelivered, err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := m.DoubleAck(actx); err != nil {
+		return cb, fmt.Errorf("wait: acknowledge: %w", err)
+	}
+	return cb, nil
 }
 
 // Settle records a bet's measured outcome in the ledger, settled at now,

@@ -42,8 +42,8 @@ func (a HostAdded) JoinLine() string {
 func HostsAdd(root, name string, n int) (HostAdded, error) {
 	od := orchdir.Of(root)
 	prefix := event.DefaultPrefix
-	ep, err := orchdir.ReadEndpoint(od, event.DefaultPrefix)
-	if err == nil {
+	ep, epErr := orchdir.ReadEndpoint(od, event.DefaultPrefix)
+	if epErr == nil {
 		prefix = ep.Prefix
 	}
 	h, tok, err := hosts.Add(od, name, n, hosts.Taken(od), prefix)
@@ -51,7 +51,7 @@ func HostsAdd(root, name string, n int) (HostAdded, error) {
 		return HostAdded{}, err
 	}
 	a := HostAdded{Host: h, Token: tok}
-	if Serving(root) && err == nil {
+	if Serving(root) && epErr == nil {
 		a.Leaf = ep.Leaf
 	}
 	return a, nil
