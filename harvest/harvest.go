@@ -294,7 +294,9 @@ func Entry(p *state.Run, def *state.Def) ledger.Entry {
 	if v := p.Verification; v != nil && v.Outcome != "" {
 		en.Verdict = v.Outcome
 	}
-	if b := def.Bet; b != nil && b.Metric != "" {
+	if b := def.Bet; b != nil {
+		// Every field, whatever a plan written before bets were checked
+		// as a whole left out: a bet never vanishes from the ledger.
 		en.Metric, en.Baseline, en.Target, en.Direction, en.CheckBy = b.Metric, b.Baseline, b.Target, b.Direction, b.CheckBy
 		if b.MetricCmd != "" {
 			en.MetricCmd, en.Baseline, en.BaselineError = b.MetricCmd, p.Baseline, p.BaselineErr

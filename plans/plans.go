@@ -269,6 +269,17 @@ func (p *Plan) check() *fieldError {
 				return &fieldError{[]string{"bet", "check_by"}, -1, fmt.Errorf("got %q, want a date YYYY-MM-DD", b.CheckBy)}
 			}
 		}
+		// A bet is checked as a whole: one that names no metric, no
+		// direction or no target could never be settled, and would leave
+		// the ledger without it.
+		switch {
+		case strings.TrimSpace(b.Metric) == "":
+			return &fieldError{[]string{"bet", "metric"}, -1, errors.New("missing: name what the bet moves (e.g. metric: p95_ms)")}
+		case b.Direction == "":
+			return &fieldError{[]string{"bet", "direction"}, -1, errors.New("missing: lower or higher (which way the metric should go)")}
+		case b.Target == nil:
+			return &fieldError{[]string{"bet", "target"}, -1, errors.New("missing: the number the metric should reach (e.g. target: 100)")}
+		}
 	}
 	return nil
 }

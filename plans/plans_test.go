@@ -81,8 +81,8 @@ func TestRenderParseRoundTrip(t *testing.T) {
 				Target: f64(1e-9), CheckBy: "2026-03-01"},
 			Body: "Do the thing.\n---\nmore\n",
 		}},
-		{"empty bet", Plan{Name: "a", Bet: &Bet{}, Body: "x"}},
-		{"zero baseline", Plan{Name: "a", Bet: &Bet{Baseline: f64(0)}}},
+		{"smallest bet", Plan{Name: "a", Bet: &Bet{Metric: "m", Direction: "lower", Target: f64(1)}, Body: "x"}},
+		{"zero baseline", Plan{Name: "a", Bet: &Bet{Metric: "m", Direction: "higher", Target: f64(0), Baseline: f64(0)}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestRenderParseRoundTrip(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	data := "---\r\ndepends_on: [a, b]\nverify: 1\nbet:\n  direction: higher\n  check_by: 2026-01-31\n---\r\nBody\n"
+	data := "---\r\ndepends_on: [a, b]\nverify: 1\nbet:\n  metric: m\n  direction: higher\n  target: 2\n  check_by: 2026-01-31\n---\r\nBody\n"
 	p, err := Parse("x", []byte(data))
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +137,9 @@ func TestParseErrors(t *testing.T) {
 		{"bad verify", "---\npriority: 1\nverify: 2\n---\n", []string{"line 3:", "verify", "0, 1 or 3"}, ErrFrontMatter},
 		{"bad direction", "---\nbet:\n  metric: m\n  direction: up\n---\n", []string{"line 4:", "bet.direction", `"up"`}, ErrFrontMatter},
 		{"bad check_by", "---\nbet:\n  check_by: 2026-13-01\n---\n", []string{"line 3:", "bet.check_by", "YYYY-MM-DD"}, ErrFrontMatter},
+		{"bet without metric", "---\nbet:\n  metric_cmd: ./bench\n  direction: lower\n  target: 1\n---\n", []string{"line 3:", "bet.metric", "missing"}, ErrFrontMatter},
+		{"bet without direction", "---\nbet:\n  metric: m\n  target: 1\n---\n", []string{"bet.direction", "missing"}, ErrFrontMatter},
+		{"bet without target", "---\nbet:\n  metric: m\n  direction: lower\n---\n", []string{"bet.target", "missing"}, ErrFrontMatter},
 		{"check_by datetime", "---\nbet:\n  check_by: 2026-01-01T00:00:00Z\n---\n", []string{"line 3:", "bet.check_by"}, ErrFrontMatter},
 		{"bad dep name", "---\ndepends_on:\n  - ok\n  - ../etc\n---\n", []string{"line 4:", "depends_on[1]", `"../etc"`}, ErrBadName},
 		{"bad dep name wraps front matter", "---\ndepends_on: [A]\n---\n", []string{"line 2:"}, ErrFrontMatter},
