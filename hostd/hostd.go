@@ -129,7 +129,7 @@ func Join(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("host: %w", err)
 	}
 	d.cfg, d.tok, d.repo, d.fleet, d.js, d.store, d.log = cfg, tok, repo, fl, js, store, log
-	d.spool, d.signer, d.running = filepath.Join(dir, orchdir.Spool), srv.SignerKey, map[string]int{}
+	d.spool, d.signer, d.running, d.lastLog = filepath.Join(dir, orchdir.Spool), srv.SignerKey, map[string]int{}, map[string]string{}
 	close(d.ready)
 	// Watched before it is read: a file written between the two is seen
 	// by one or the other (and published once: its id is the message id).
@@ -195,6 +195,7 @@ type daemon struct {
 	// running is each busy worker's process (a run is refused on it);
 	// ready is closed once the fields above are set.
 	running map[string]int
+	lastLog map[string]string // each worker's last run's log, by name
 	ready   chan struct{}
 }
 
@@ -220,6 +221,11 @@ func (d *daemon) serve(m *nats.Msg) {
 		var req hosts.Bundle
 		if err = decode(m.Data, &req); err == nil {
 			r, err = d.bundle(ctx, req)
+		}
+	case hosts.OpLog:
+		var req hosts.Log
+		if err = decode(m.Data, &req); err == nil {
+			r, err = d.logTail(req)
 		}
 	case hosts.OpTaken:
 		var req hosts.TakenBundle
@@ -303,6 +309,7 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 		return hosts.Reply{}, err
 	}
 	d.running[req.Worker] = proc.PID
+	d.lastLog[req.Worker] = fleet.LogName(req.Plan, req.Attempt)
 	d.log.Info("plan started", "plan", req.Plan, "worker", req.Worker, "attempt", req.Attempt, "pid", proc.PID)
 	return hosts.Reply{PID: proc.PID}, nil
 }
@@ -363,3 +370,41 @@ func (d *daemon) reportExit(ctx context.Context, n fleet.Exit) {
 }
 
 func jetstreamMsgID(id string) jetstream.PublishOpt { return jetstream.WithMsgID(id) }
+
+// logTail is the end of worker's last run's output: its last lines (all
+// of the last MaxLogReply bytes when lines is 0).
+func (d *daemon) logTail(req hosts.Log) (hosts.Reply, error) {
+	if !slices.Contains(d.tok.Workers, req.Worker) {
+		return hosts.Reply{}, fmt.Errorf("%w: worker %q is not this host's", ErrRequest, req.Worker)
+	}
+	name := d.lastLog[req.Worker]
+	if name == "" {
+		return hosts.Reply{}, fmt.Errorf("%w: %s has run nothing since this orch host started", ErrRequest, req.Worker)
+	}
+	f, err := os.Open(filepath.Join(orchdir.Of(d.repo.Root), orchdir.Logs, name))
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	n := min(fi.Size(), hosts.MaxLogReply)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, fi.Size()-n); err != nil {
+		return hosts.Reply{}, err
+	}
+	text := string(buf)
+	if req.Lines > 0 {
+		lines := strings.SplitAfter(text, "\n")
+		if len(lines) > 0 && lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		if len(lines) > req.Lines {
+			lines = lines[len(lines)-req.Lines:]
+		}
+		text = strings.Join(lines, "")
+	}
+	return hosts.Reply{Text: text, Name: name}, nil
+}

@@ -18,7 +18,17 @@ const (
 	OpRun    = "run"    // start a plan's attempt on a worker
 	OpBundle = "bundle" // commit a worker's work on its plan branch, and bundle it
 	OpTaken  = "taken"  // the lead has a bundle: it goes from the work store
+	OpLog    = "log"    // the output of a worker's last run (orch read)
 )
+
+// Log asks a host for the last lines of worker's last run's output.
+type Log struct {
+	Worker string `json:"worker"`
+	Lines  int    `json:"lines"`
+}
+
+// MaxLogReply bounds the output a host sends back for orch read.
+const MaxLogReply = 48 << 10
 
 // RunTimeout is how long a host may take over a run (fetching the base,
 // readying the worktree, starting the process) before it gives up; the
@@ -67,6 +77,9 @@ type Reply struct {
 	// WorkBucket, "" when the head is the base (nothing to take).
 	Head   string `json:"head,omitempty"`
 	Object string `json:"object,omitempty"`
+	// Text is a worker's output (Log), what Name names.
+	Text string `json:"text,omitempty"`
+	Name string `json:"name,omitempty"`
 }
 
 // RecordSubject is where a host puts its record of kind about worker (its

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,6 +264,21 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		if !strings.Contains(got, "made by "+n) {
 			t.Errorf("plan %s's branch on the lead has out/%s.txt = %q", n, n, got)
 		}
+	}
+
+	// orch read of a host's worker: the output of its last run, from its
+	// host.
+	var alphaWorker string
+	for _, p := range status().Plans {
+		if slices.Contains(owned["alpha"], p.Worker) {
+			alphaWorker = p.Worker
+		}
+	}
+	if alphaWorker == "" {
+		t.Fatal("no plan ran on alpha")
+	}
+	if out := sh(root, "orch", "read", alphaWorker); !strings.Contains(out, "on host alpha") || !strings.Contains(out, "→ plan p") {
+		t.Errorf("orch read %s:\n%s", alphaWorker, out)
 	}
 
 	// orch doctor, on the lead: each host's link and clock; on a host:

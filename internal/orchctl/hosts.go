@@ -15,6 +15,7 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/runner"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -181,4 +182,48 @@ func hostChecks(ctx context.Context, root string, run runner.Runner) []Check {
 		out = append(out, c)
 	}
 	return out
+}
+
+// remoteOf is the host that runs worker id, as the lead loop's record
+// says; "" for the lead's own (or an unknown) worker.
+func remoteOf(root, id string) string {
+	st, err := state.Load(orchdir.Of(root))
+	if err != nil {
+		return ""
+	}
+	if w := st.Worker(id); w != nil {
+		return w.Remote
+	}
+	return ""
+}
+
+// readRemote asks worker id's host for the output of its last run: a
+// host's workers run headless, their output is their screen.
+func readRemote(root, host, id string, lines int) (string, error) {
+	if !Serving(root) {
+		return "", fmt.Errorf("read %s: %w: %s runs on host %s, reached through the lead loop", id, ErrNotServing, id, host)
+	}
+	cfg, err := notify.LeadConfig(orchdir.Of(root))
+	if err != nil {
+		return "", err
+	}
+	cfg.Inbox = hosts.ReplyPrefix(cfg.Prefix, host) // the host may answer only there
+	nc, err := notify.Connect(cfg, "orch-read")
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	data, _ := json.Marshal(hosts.Log{Worker: id, Lines: lines})
+	m, err := nc.Request(hosts.OpsSubject(cfg.Prefix, host, hosts.OpLog), data, 5*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("read %s: host %s did not answer: %w", id, host, err)
+	}
+	var r hosts.Reply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return "", fmt.Errorf("read %s: host %s: unreadable reply: %w", id, host, err)
+	}
+	if r.Error != "" {
+		return "", fmt.Errorf("read %s: host %s: %s", id, host, r.Error)
+	}
+	return fmt.Sprintf("(%s on host %s, headless: the output of its last run, %s)\n%s", id, host, r.Name, r.Text), nil
 }

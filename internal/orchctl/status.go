@@ -198,6 +198,9 @@ func pane(root, id string) (string, *state.State, error) {
 // pane that is not provably the worker's (ids are reused after a tmux
 // restart) is not read: it may be someone else's screen.
 func ReadPane(ctx context.Context, root, socket, id string, lines int) (string, error) {
+	if host := remoteOf(root, id); host != "" {
+		return readRemote(root, host, id, lines)
+	}
 	p, _, err := pane(root, id)
 	if err != nil {
 		return "", err
