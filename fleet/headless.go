@@ -97,6 +97,13 @@ func (f *Fleet) UpHeadless(st *state.State, workers int) error {
 	return nil
 }
 
+// Rewatch watches worker id's process pid, running attempt of plan,
+// started by an earlier run of this program (orch host after a restart):
+// its end is reported on Exits, as one already ended is by TakeExits.
+func (f *Fleet) Rewatch(id, plan string, attempt, pid int) {
+	f.rewatch(&state.Worker{ID: id, Plan: plan, PID: pid}, attempt)
+}
+
 // rewatch watches a process recorded by an earlier lead loop. It is not
 // this fleet's child, so its exit status is unknown: only that it ended.
 func (f *Fleet) rewatch(w *state.Worker, attempt int) {

@@ -41,6 +41,7 @@ import (
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/hosts"
+	"github.com/orch-dev/orch/internal/atomicfile"
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
@@ -130,7 +131,17 @@ func Join(ctx context.Context, cfg Config) error {
 	}
 	d.cfg, d.tok, d.repo, d.fleet, d.js, d.store, d.log = cfg, tok, repo, fl, js, store, log
 	d.spool, d.signer, d.running, d.lastLog = filepath.Join(dir, orchdir.Spool), srv.SignerKey, map[string]int{}, map[string]string{}
+	d.runs = d.loadRuns()
+	// Runs an earlier orch host started: their agents outlive it (their
+	// own process groups); their ends are reported as any other's.
+	for w, r := range d.runs {
+		d.running[w], d.lastLog[w] = r.PID, fleet.LogName(r.Plan, r.Attempt)
+		fl.Rewatch(w, r.Plan, r.Attempt, r.PID)
+	}
 	close(d.ready)
+	for _, n := range fl.TakeExits() {
+		d.ended(ctx, n)
+	}
 	// Watched before it is read: a file written between the two is seen
 	// by one or the other (and published once: its id is the message id).
 	watcher, err := fsnotify.NewWatcher()
@@ -155,12 +166,7 @@ func Join(ctx context.Context, cfg Config) error {
 			log.Info("host stopping", "host", tok.Host)
 			return nil
 		case n := <-fl.Exits():
-			d.mu.Lock()
-			if d.running[n.Worker] == n.PID {
-				delete(d.running, n.Worker)
-			}
-			d.mu.Unlock()
-			d.reportExit(ctx, n)
+			d.ended(ctx, n)
 		case ev, ok := <-watcher.Events:
 			if !ok {
 				return nil
@@ -196,6 +202,7 @@ type daemon struct {
 	// ready is closed once the fields above are set.
 	running map[string]int
 	lastLog map[string]string // each worker's last run's log, by name
+	runs    map[string]run    // the runs still going, as saved in orchdir.HostRuns
 	ready   chan struct{}
 }
 
@@ -310,6 +317,8 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 	}
 	d.running[req.Worker] = proc.PID
 	d.lastLog[req.Worker] = fleet.LogName(req.Plan, req.Attempt)
+	d.runs[req.Worker] = run{Plan: req.Plan, Attempt: req.Attempt, PID: proc.PID}
+	d.saveRuns()
 	d.log.Info("plan started", "plan", req.Plan, "worker", req.Worker, "attempt", req.Attempt, "pid", proc.PID)
 	return hosts.Reply{PID: proc.PID}, nil
 }
@@ -407,4 +416,51 @@ func (d *daemon) logTail(req hosts.Log) (hosts.Reply, error) {
 		text = strings.Join(lines, "")
 	}
 	return hosts.Reply{Text: text, Name: name}, nil
+}
+
+// run is one recorded run.
+type run struct {
+	Plan    string `json:"plan"`
+	Attempt int    `json:"attempt"`
+	PID     int    `json:"pid"`
+}
+
+func (d *daemon) loadRuns() map[string]run {
+	runs := map[string]run{}
+	data, err := os.ReadFile(filepath.Join(orchdir.Of(d.repo.Root), orchdir.HostRuns))
+	if err != nil {
+		return runs
+	}
+	if err := json.Unmarshal(data, &runs); err != nil {
+		d.log.Error("runs record unreadable; the runs it held are not watched", "file", orchdir.HostRuns, "err", err)
+		return map[string]run{}
+	}
+	for w, r := range runs {
+		if !slices.Contains(d.tok.Workers, w) || r.PID <= 0 || plans.ValidateName(r.Plan) != nil {
+			delete(runs, w)
+		}
+	}
+	return runs
+}
+
+// saveRuns writes the runs record, d.mu held (or before serving).
+func (d *daemon) saveRuns() {
+	data, _ := json.Marshal(d.runs)
+	if err := atomicfile.Write(filepath.Join(orchdir.Of(d.repo.Root), orchdir.HostRuns), data, 0o600); err != nil {
+		d.log.Error("runs record not saved: a restart of orch host would not report these runs' end", "err", err)
+	}
+}
+
+// ended reports a run's end and forgets the run.
+func (d *daemon) ended(ctx context.Context, n fleet.Exit) {
+	d.mu.Lock()
+	if d.running[n.Worker] == n.PID {
+		delete(d.running, n.Worker)
+	}
+	if d.runs[n.Worker].PID == n.PID {
+		delete(d.runs, n.Worker)
+		d.saveRuns()
+	}
+	d.mu.Unlock()
+	d.reportExit(ctx, n)
 }

@@ -101,6 +101,8 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		first = append(first, n)
 		plan(n, fmt.Sprintf("Plan %d.\nagent: sleep 1s\nagent: write out/%s.txt made by %s\nagent: status ok-%d\n", i, n, n, i))
 	}
+	// Long enough to kill its agent while it works.
+	plan("r1", "Plan r1.\nagent: sleep 4s\nagent: write out/r1.txt made by r1\nagent: status ok-r1\n")
 	for i := 1; i <= 4; i++ {
 		n := fmt.Sprintf("q%d", i)
 		second = append(second, n)
@@ -378,6 +380,37 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		return false
 	}, "the spooled event to reach the lead")
 
+	// 6. A run's agent dies while its orch host is down: the restarted
+	// host reports its end, and the plan goes out once more, harvested
+	// once.
+	sh(root, "orch", "dispatch", "r1")
+	var r1pid int
+	eventually.True(t, 30*time.Second, func() bool {
+		v := status()
+		for _, p := range v.Plans {
+			if p.Name == "r1" && p.State == state.PlanRunning {
+				for _, w := range v.Workers {
+					if w.ID == p.Worker && w.PID > 0 {
+						r1pid = w.PID
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, "r1 running on alpha")
+	stopHost("alpha")
+	if err := syscall.Kill(-r1pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill r1's agent (process group %d): %v", r1pid, err)
+	}
+	startHost("alpha")
+	eventually.True(t, 60*time.Second, allDone([]string{"r1"}), "r1 done after its first agent died")
+	for _, p := range status().Plans {
+		if p.Name == "r1" && p.Attempts != 2 {
+			t.Errorf("r1 took %d attempts, want 2 (the first one's agent killed)", p.Attempts)
+		}
+	}
+
 	// Exactly once: one harvest commit, one ledger entry per plan.
 	harvests := map[string]int{}
 	for _, line := range strings.Split(sh(root, "git", "log", "--format=", "--name-only"), "\n") {
@@ -393,7 +426,7 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 	for _, e := range entries {
 		inLedger[e.Plan]++
 	}
-	for _, n := range append(first, second...) {
+	for _, n := range append(append(first, second...), "r1") {
 		if harvests[n] != 1 || inLedger[n] != 1 {
 			t.Errorf("plan %s: %d harvest commits, %d ledger entries; want 1 and 1", n, harvests[n], inLedger[n])
 		}

@@ -31,10 +31,11 @@ const (
 	Gates         = "gates"       // scratch worktrees the acceptance gates run in
 	Integrate     = "integrate"   // orch integrate's scratch worktree
 	IntegrateLock = "integrate.lock"
-	Agents        = "agents"    // per-worker agent configuration, agents/<wN>/
-	BoardURL      = "board.url" // the web board's URL with its token (orch serve --http), mode 0600
-	Hosts         = "hosts"     // the lead's register of other hosts, one <name>.json each (package hosts)
-	HostLock      = "host.lock" // claimed by the one orch host of a host's clone
+	Agents        = "agents"         // per-worker agent configuration, agents/<wN>/
+	BoardURL      = "board.url"      // the web board's URL with its token (orch serve --http), mode 0600
+	Hosts         = "hosts"          // the lead's register of other hosts, one <name>.json each (package hosts)
+	HostLock      = "host.lock"      // claimed by the one orch host of a host's clone
+	HostRuns      = "host-runs.json" // in a host's clone: the runs its orch host started and has not seen end
 )
 
 // WorkerKey is the path of worker id's seed in the .orch directory dir.
@@ -45,7 +46,7 @@ func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerK
 var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Logs, Spool}
 
 // PrivateFiles are the files directly in .orch/ that only orch writes.
-var PrivateFiles = []string{BoardURL, Broker, GitLock, HostLock, IntegrateLock, ServeLock, ServePID, State}
+var PrivateFiles = []string{BoardURL, Broker, GitLock, HostLock, HostRuns, IntegrateLock, ServeLock, ServePID, State}
 
 // Of returns the .orch directory of a repo root.
 func Of(root string) string { return filepath.Join(root, Name) }
