@@ -26,3 +26,8 @@ var ErrUnsigned = errors.New("spool file not signed")
 // ErrBadSignature means a spool file's signature is not its signer's: the
 // event was changed after it was signed, or signed with another key.
 var ErrBadSignature = errors.New("bad spool signature")
+
+// ErrNotSignersEvent means a signed spool file holds an event its signer
+// may not send (a worker's file with the lead's kind of event, or naming
+// another worker).
+var ErrNotSignersEvent = errors.New("not this signer's to send")

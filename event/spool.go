@@ -262,3 +262,20 @@ func SortOldestFirst(s []Spooled) {
 		return a.ID < b.ID
 	})
 }
+
+// CheckWorkerFile checks a spool file a worker signed as what the bus
+// would take from that worker: the signature with its public key pub, a
+// worker's kind of event, naming that worker.
+func (s Spooled) CheckWorkerFile(pub string) error {
+	if err := s.Verify(pub); err != nil {
+		return err
+	}
+	name := filepath.Base(s.Path)
+	if IsCommand(s.Event.Kind) {
+		return fmt.Errorf("spool file %s: %w: signed by worker %s, but %s is the lead's kind of event", name, ErrNotSignersEvent, s.By, s.Event.Kind)
+	}
+	if s.Event.Worker != s.By {
+		return fmt.Errorf("spool file %s: %w: signed by worker %s, but it names worker %q", name, ErrNotSignersEvent, s.By, s.Event.Worker)
+	}
+	return nil
+}

@@ -265,20 +265,7 @@ func (f *Fleet) capLog(n Exit) {
 // ({"error":{...,"message":...}}) printed, or else its last line that is
 // not a stack frame, a lone brace or Node's "[object Object]".
 func LastLogLine(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	buf := make([]byte, min(fi.Size(), 4096))
-	if _, err := f.ReadAt(buf, fi.Size()-int64(len(buf))); err != nil {
-		return ""
-	}
-	lines := strings.Split(string(buf), "\n")
+	lines := tailLines(path, 4096)
 	for i := len(lines) - 1; i >= 0; i-- {
 		if msg := apiErrorIn(lines[i]); msg != "" {
 			return event.Clean(msg)
@@ -294,6 +281,25 @@ func LastLogLine(path string) string {
 	return ""
 }
 
+// tailLines are the lines of the last n bytes of the file at path (the
+// first may be cut), none when it cannot be read.
+func tailLines(path string, n int64) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	buf := make([]byte, min(fi.Size(), n))
+	if _, err := f.ReadAt(buf, fi.Size()-int64(len(buf))); err != nil {
+		return nil
+	}
+	return strings.Split(string(buf), "\n")
+}
+
 // AgentError is the error a headless agent's run ended with, as the agent
 // itself stated it in its log's last lines, "" if it stated none: Claude
 // Code's -p --output-format json result document with is_error set (its
@@ -301,20 +307,7 @@ func LastLogLine(path string) string {
 // whose exit is judged before that hook's event is failed with the same
 // words as one whose hook came first.
 func AgentError(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ""
-	}
-	buf := make([]byte, min(fi.Size(), 16<<10))
-	if _, err := f.ReadAt(buf, fi.Size()-int64(len(buf))); err != nil {
-		return ""
-	}
-	lines := strings.Split(string(buf), "\n")
+	lines := tailLines(path, 16<<10)
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
 		if !strings.HasPrefix(l, "{") {

@@ -95,14 +95,5 @@ func (d *daemon) allowed(s event.Spooled) error {
 	if pub == "" {
 		return fmt.Errorf("spool file %s: %w: no key of worker %s here", name, event.ErrBadSignature, s.By)
 	}
-	if err := s.Verify(pub); err != nil {
-		return err
-	}
-	if event.IsCommand(s.Event.Kind) {
-		return fmt.Errorf("spool file %s: %w: signed by worker %s, but %s is not a worker's kind of event", name, ErrRequest, s.By, s.Event.Kind)
-	}
-	if s.Event.Worker != s.By {
-		return fmt.Errorf("spool file %s: %w: signed by worker %s, but it names worker %q", name, ErrRequest, s.By, s.Event.Worker)
-	}
-	return nil
+	return s.CheckWorkerFile(pub)
 }

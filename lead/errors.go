@@ -19,11 +19,6 @@ var ErrConnLost = errors.New("connection to the embedded broker closed")
 // on one.
 var ErrDetached = errors.New("HEAD is detached")
 
-// ErrSpoolRefused means a signed spool file holds an event its signer may
-// not send: a worker's file with a lead command or record in it, or one
-// naming another worker.
-var ErrSpoolRefused = errors.New("not this signer's to send")
-
 // ErrRebuildReadable means orch serve --rebuild was asked with a
 // state.json that reads fine.
 var ErrRebuildReadable = errors.New("no rebuild of a readable record")

@@ -57,7 +57,7 @@ func (l *Loop) store(msg *nats.Msg, timeout time.Duration) error {
 			// Not polling: this retries a request that failed at once (no
 			// stream leader to answer); the cluster needs a moment to
 			// elect one, so the next try waits for it.
-			time.Sleep(storeRetryGap)
+			time.Sleep(storeRetryGap) // a bounded retry (storeWindow), --nats only
 		}
 	}
 }
@@ -91,7 +91,7 @@ func (l *Loop) ack(ctx context.Context, m jetstream.Msg) error {
 		if time.Since(start) < storeRetryGap {
 			// Not polling: this retries an ack that failed at once (no
 			// consumer leader to answer yet).
-			time.Sleep(storeRetryGap)
+			time.Sleep(storeRetryGap) // a bounded retry (storeWindow), --nats only
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
@@ -46,21 +47,11 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 			// the payload names.
 			why = fmt.Sprintf("sent with %s's credential, but it names worker %q", w, e.Worker)
 		}
-		l.refuse(e, why)
-		if err := l.save(); err != nil {
-			m.NakWithDelay(retryBackoff(m))
-			return
-		}
-		m.Term()
+		l.refuseMsg(m, e, why)
 		return
 	}
 	if why := l.hostRefusal(m, e); why != "" {
-		l.refuse(e, why)
-		if err := l.save(); err != nil {
-			m.NakWithDelay(retryBackoff(m))
-			return
-		}
-		m.Term()
+		l.refuseMsg(m, e, why)
 		return
 	}
 	if e.Kind == event.Done && !l.handledAlready(in) {
@@ -108,6 +99,17 @@ func (l *Loop) handleMsg(ctx context.Context, in inbound) {
 	l.answer(e)
 	l.runPending()
 	l.handOver(ctx, next)
+}
+
+// refuseMsg records the refusal of the event m carries and drops m from
+// the stream once that is saved (a failed save: m comes again).
+func (l *Loop) refuseMsg(m jetstream.Msg, e event.Event, why string) {
+	l.refuse(e, why)
+	if err := l.save(); err != nil {
+		m.NakWithDelay(retryBackoff(m))
+		return
+	}
+	m.Term()
 }
 
 // answer tells whoever sent a command (orch dispatch, orch verify) what it

@@ -85,19 +85,10 @@ func (l *Loop) spoolAllowed(s event.Spooled) error {
 	if pub == "" {
 		return fmt.Errorf("spool file %s: %w: signed by %q, which is neither the lead nor a worker of this repo", name, event.ErrBadSignature, s.By)
 	}
-	if err := s.Verify(pub); err != nil {
-		return err
-	}
 	if s.By == event.LeadSigner {
-		return nil
+		return s.Verify(pub)
 	}
-	if event.IsCommand(s.Event.Kind) {
-		return fmt.Errorf("spool file %s: %w: signed by worker %s, but %s is the lead's kind of event", name, ErrSpoolRefused, s.By, s.Event.Kind)
-	}
-	if s.Event.Worker != s.By {
-		return fmt.Errorf("spool file %s: %w: signed by worker %s, but it names worker %q", name, ErrSpoolRefused, s.By, s.Event.Worker)
-	}
-	return nil
+	return s.CheckWorkerFile(pub)
 }
 
 // setAside moves a spool file that is not an event into the spool's
