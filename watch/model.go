@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -237,17 +238,32 @@ func (m Model) startTyping(worker string) (tea.Model, tea.Cmd) {
 	return m, m.input.Focus()
 }
 
+// dispatch runs orch dispatch on the selected plan when the lead would
+// take it: a draft, or a plan that stopped short (blocked, failed,
+// conflict, refuted), which is dispatched again. A plan queued or in
+// flight is refused without a call, and a finished one is left to the
+// command line.
 func (m Model) dispatch() (tea.Model, tea.Cmd) {
 	if m.sel.worker || m.sel.id == "" {
-		m.setStatus("d dispatches a plan: select a draft or queued plan", true)
+		m.setStatus("d dispatches a plan: a draft, or one blocked, failed, in conflict or refuted", true)
 		return m, nil
 	}
 	for _, p := range m.view.Plans {
 		if p.Name != m.sel.id {
 			continue
 		}
-		if p.State != string(state.PlanDraft) && p.State != string(state.PlanQueued) {
-			m.setStatus("d dispatches a draft or queued plan; "+p.Name+" is "+p.State, true)
+		switch state.PlanState(p.State) {
+		case state.PlanDraft, state.PlanBlocked, state.PlanFailed, state.PlanConflict, state.PlanRefuted:
+		case state.PlanQueued:
+			// The lead refuses it (already queued): say what it waits for.
+			m.setStatus(p.Name+" is queued already: "+cmp.Or(p.Waiting, "it waits for a worker"), true)
+			return m, nil
+		case state.PlanDone, state.PlanVerified, state.PlanIntegrated:
+			// Its work is finished: running it again is not one key's call.
+			m.setStatus(p.Name+" is "+p.State+"; to run it again: orch dispatch "+p.Name, true)
+			return m, nil
+		default: // in flight: the lead refuses it
+			m.setStatus(p.Name+" is "+p.State+": in flight; d dispatches a draft or a plan that stopped", true)
 			return m, nil
 		}
 		m.setStatus("dispatching "+p.Name+"…", false)
