@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -294,8 +295,9 @@ func TestNewToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := NewToken()
-	if len(a)*6 < 128 || a == b {
-		t.Fatalf("tokens %d chars, equal %v", len(a), a == b)
+	raw, err := base64.RawURLEncoding.DecodeString(a)
+	if err != nil || len(raw) != TokenBytes || TokenBytes*8 < 256 || a == b {
+		t.Fatalf("token %q: %d bytes (%v), equal %v; want 256 random bits, URL-safe", a, len(raw), err, a == b)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"os"
@@ -133,8 +134,8 @@ func TestWebBoardInBrowser(t *testing.T) {
 		t.Fatalf("board URL %q is not a loopback URL with a token", boardURL)
 	}
 	base, token, _ := strings.Cut(boardURL, "/?token=")
-	if len(token) < 22 { // 128 bits in base64
-		t.Fatalf("token of %d characters", len(token))
+	if raw, err := base64.RawURLEncoding.DecodeString(token); err != nil || len(raw) != 32 {
+		t.Fatalf("token %q is not 256 bits in URL-safe base64 (%d bytes, %v)", token, len(raw), err)
 	}
 	urlFile := filepath.Join(orchdir.Of(root), web.URLFile)
 	fi, err := os.Stat(urlFile)
