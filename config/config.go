@@ -37,6 +37,15 @@ const (
 	Rebase = "rebase" // the plan's commits replayed onto the base; the plan branch itself is kept as it was
 )
 
+// Values of integrate that also make the lead loop integrate approved
+// plans by itself (AutoIntegrate), with the method they name: auto is
+// auto-merge.
+const (
+	Auto       = "auto"
+	AutoMerge  = "auto-merge"
+	AutoRebase = "auto-rebase"
+)
+
 // Permission modes: what orch lets a worker's agent do without asking a
 // person (see package agent for what each means per agent).
 const (
@@ -68,12 +77,16 @@ type Profile struct {
 
 // Config is orch.yaml.
 type Config struct {
-	Isolation    string             `yaml:"isolation,omitempty" json:"isolation"`
-	Setup        string             `yaml:"setup,omitempty" json:"setup,omitempty"`
-	SetupTimeout Duration           `yaml:"setup_timeout,omitempty" json:"setup_timeout,omitempty"`
-	Integrate    string             `yaml:"integrate,omitempty" json:"integrate"`
-	Permissions  string             `yaml:"permissions,omitempty" json:"permissions"`
-	Agents       map[string]Profile `yaml:"agents,omitempty" json:"agents,omitempty"`
+	Isolation    string   `yaml:"isolation,omitempty" json:"isolation"`
+	Setup        string   `yaml:"setup,omitempty" json:"setup,omitempty"`
+	SetupTimeout Duration `yaml:"setup_timeout,omitempty" json:"setup_timeout,omitempty"`
+	// Integrate is the method, merge or rebase (an auto value in the file
+	// is read into AutoIntegrate and its method).
+	Integrate string `yaml:"integrate,omitempty" json:"integrate"`
+	// AutoIntegrate: orch serve integrates each approved plan by itself.
+	AutoIntegrate bool               `yaml:"-" json:"auto_integrate,omitempty"`
+	Permissions   string             `yaml:"permissions,omitempty" json:"permissions"`
+	Agents        map[string]Profile `yaml:"agents,omitempty" json:"agents,omitempty"`
 	// RunAs names the Unix users workers run as: one for every worker, or
 	// one per worker in order (w1 the first). Empty: the lead's own user.
 	RunAs Users `yaml:"run_as,omitempty" json:"run_as,omitempty"`
@@ -172,8 +185,14 @@ func Parse(data []byte) (*Config, error) {
 	if c.Isolation != Worktree && c.Isolation != Shared {
 		return nil, fmt.Errorf("%w: isolation %q: want %s or %s", ErrInvalid, c.Isolation, Worktree, Shared)
 	}
-	if c.Integrate != Merge && c.Integrate != Rebase {
-		return nil, fmt.Errorf("%w: integrate %q: want %s or %s", ErrInvalid, c.Integrate, Merge, Rebase)
+	switch c.Integrate {
+	case Merge, Rebase:
+	case Auto, AutoMerge:
+		c.Integrate, c.AutoIntegrate = Merge, true
+	case AutoRebase:
+		c.Integrate, c.AutoIntegrate = Rebase, true
+	default:
+		return nil, fmt.Errorf("%w: integrate %q: want %s (default), %s, %s (orch serve integrates approved plans by merging them), %s or %s", ErrInvalid, c.Integrate, Merge, Rebase, Auto, AutoMerge, AutoRebase)
 	}
 	for i, n := range c.RunAs {
 		if !runas.ValidName(n) {

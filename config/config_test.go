@@ -34,10 +34,34 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestIntegrateAuto(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		method string
+		auto   bool
+	}{
+		{"", Merge, false},
+		{"integrate: merge\n", Merge, false},
+		{"integrate: rebase\n", Rebase, false},
+		{"integrate: auto\n", Merge, true},
+		{"integrate: auto-merge\n", Merge, true},
+		{"integrate: auto-rebase\n", Rebase, true},
+	} {
+		c, err := Parse([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.in, err)
+		}
+		if c.Integrate != tc.method || c.AutoIntegrate != tc.auto {
+			t.Errorf("%q: got %s auto=%v, want %s auto=%v", tc.in, c.Integrate, c.AutoIntegrate, tc.method, tc.auto)
+		}
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	for _, bad := range []string{
 		"isolation: none\n",
 		"integrate: squash\n",
+		"integrate: auto rebase\n",
 		"isolaton: shared\n", // typo: unknown key
 		"setup_timeout: soon\n",
 		"setup_timeout: -1s\n",

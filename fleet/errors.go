@@ -18,3 +18,7 @@ var ErrWorkerTree = errors.New("worktree refused")
 // ErrPlanContent is a plan whose branch cannot take its plan folder (a
 // symlink where plans/<name> should be).
 var ErrPlanContent = errors.New("plan folder cannot be brought over")
+
+// ErrStackConflict is a plan whose dependencies' branches conflict: it
+// cannot start from their work.
+var ErrStackConflict = errors.New("dependencies' branches conflict")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
 )
 
@@ -31,6 +32,17 @@ type Job struct {
 	// clean, or committed it, moments ago in the same pass: nothing is
 	// left to save, and one git status less is run.
 	Tidy bool
+	// Deps are the plan's dependencies: a plan branch made now starts from
+	// their work (stackBase), not from the base branch's head.
+	Deps []Dep
+}
+
+// Prepared is what a plan's worktree was readied with: the base its branch
+// was made from, and for a stacked plan what each dependency gave (nil when
+// the branch was there already or has no dependencies).
+type Prepared struct {
+	Base  string
+	Stack []state.StackDep
 }
 
 // Prepare readies a worker's worktree for a plan before the dispatch line
@@ -40,70 +52,81 @@ type Job struct {
 // plan folder is brought over, .worktreeinclude files are copied, and the
 // setup command runs (the loop starts it). Prepare returns the base. An
 // error means the worker does not get the plan; its kind (ErrWorkerTree,
-// ErrBranchHeld, ErrPlanContent, ErrInclude) says whose fault it is.
-func (f *Fleet) Prepare(ctx context.Context, j Job) (string, error) {
+// ErrBranchHeld, ErrPlanContent, ErrInclude, ErrStackConflict) says whose
+// fault it is.
+func (f *Fleet) Prepare(ctx context.Context, j Job) (Prepared, error) {
 	repo := f.cfg.Repo
 	// What is wrong with the plan or the repo is found before any worker's
 	// worktree is touched, so it is never blamed on a worker.
 	branch := PlanBranch(j.Plan)
 	if err := repo.CheckBranchName(ctx, branch); err != nil {
-		return "", fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
+		return Prepared{}, fmt.Errorf("%w: %v (git's branch rules are stricter than plan names: rename the plan)", ErrPlanContent, err)
+	}
+	_, err := repo.RevParse(ctx, "refs/heads/"+branch)
+	exists := err == nil
+	if err != nil && !errors.Is(err, git.ErrNoRef) {
+		return Prepared{}, err
+	}
+	out := Prepared{Base: j.Base}
+	if out.Base == "" && !exists && j.Verifies == "" && len(j.Deps) > 0 {
+		// A conflict between the dependencies stops the plan here, before
+		// the worker's worktree is touched.
+		if out.Base, out.Stack, err = f.stackBase(ctx, j.Plan, j.Deps); err != nil {
+			return Prepared{}, err
+		}
 	}
 	dir, err := f.EnsureWorktree(ctx, j.Worker)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+		return Prepared{}, fmt.Errorf("%w: %w", ErrWorkerTree, err)
 	}
 	wt := repo.At(dir)
 	if !j.Tidy {
 		if err := saveLeftovers(ctx, wt, j.Worker, j.Includes, f.log); err != nil {
-			return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+			return Prepared{}, fmt.Errorf("%w: %w", ErrWorkerTree, err)
 		}
 	}
 	// A branch is checked out in one worktree at a time: the worker that
 	// had this plan before lets go of it (its leftovers saved first). A
 	// branch not made yet is nowhere.
-	if _, err := repo.RevParse(ctx, "refs/heads/"+branch); err == nil {
+	if exists {
 		if err := f.takeBranch(ctx, branch, dir, j); err != nil {
-			return "", err
+			return Prepared{}, err
 		}
-	} else if !errors.Is(err, git.ErrNoRef) {
-		return "", err
 	}
-	base := j.Base
-	if base == "" {
+	if out.Base == "" {
 		if j.Verifies != "" {
 			if sha, err := repo.RevParse(ctx, "refs/heads/"+PlanBranch(j.Verifies)); err == nil {
-				base = sha
+				out.Base = sha
 			}
 		}
-		if base == "" {
-			if base, err = repo.Head(ctx); err != nil {
-				return "", err
+		if out.Base == "" {
+			if out.Base, err = repo.Head(ctx); err != nil {
+				return Prepared{}, err
 			}
 		}
 	}
-	created, err := wt.SwitchNew(ctx, branch, base)
+	created, err := wt.SwitchNew(ctx, branch, out.Base)
 	if err != nil {
 		// The worker's fault only if its worktree fails on its own, too;
 		// otherwise the plan's branch is what git refused.
 		if serr := wt.Healthy(ctx); serr != nil {
-			return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+			return Prepared{}, fmt.Errorf("%w: %w", ErrWorkerTree, err)
 		}
-		return "", err
+		return Prepared{}, err
 	}
 	if err := f.syncPlanFolder(j.Plan, dir, j.PlanText); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrPlanContent, err)
+		return Prepared{}, fmt.Errorf("%w: %w", ErrPlanContent, err)
 	}
 	if err := copyIncluded(repo.Root, j.Includes, dir); err != nil {
-		return "", err
+		return Prepared{}, err
 	}
 	// What git and the copies just wrote is the lead's: the worker's user
 	// gets it before the line is typed.
 	if err := f.User(j.Worker).GiveTree(dir); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrWorkerTree, err)
+		return Prepared{}, fmt.Errorf("%w: %w", ErrWorkerTree, err)
 	}
-	f.log.Info("worktree ready", "plan", j.Plan, "worker", j.Worker, "branch", branch, "base", git.Short(base), "new", created)
-	return base, nil
+	f.log.Info("worktree ready", "plan", j.Plan, "worker", j.Worker, "branch", branch, "base", git.Short(out.Base), "new", created, "stacked", len(out.Stack) > 0)
+	return out, nil
 }
 
 // takeBranch has the worktree that holds branch, if another of orch's

@@ -196,6 +196,9 @@ func approved(st *state.State, named []string) ([]string, error) {
 			if p.VerifyOf != "" {
 				return nil, fmt.Errorf("plan %s: %w: it is a verification round of %s, integrate that", n, ErrNotApproved, p.VerifyOf)
 			}
+			if p.State == state.PlanConflict && p.Unmerged != nil {
+				return nil, fmt.Errorf("plan %s: %w: it never ran (%s)", n, ErrNotApproved, p.Reason)
+			}
 			if !ok(p) {
 				return nil, fmt.Errorf("plan %s: %w: it is %s; only done or verified plans are integrated", n, ErrNotApproved, p.State)
 			}
@@ -204,7 +207,7 @@ func approved(st *state.State, named []string) ([]string, error) {
 	}
 	var out []string
 	for n, p := range st.Plans {
-		if p.VerifyOf == "" && (p.State == state.PlanDone || p.State == state.PlanVerified || p.State == state.PlanConflict || FailedOnIntegration(p)) {
+		if p.VerifyOf == "" && (p.State == state.PlanDone || p.State == state.PlanVerified || (p.State == state.PlanConflict && p.Unmerged == nil) || FailedOnIntegration(p)) {
 			out = append(out, n)
 		}
 	}

@@ -224,12 +224,13 @@ func worktreeLoop(t *testing.T) (l *Loop, gf, tf *fake.Runner, wdir string) {
 // expectPrepare is the git of readying wdir for plan q, a first attempt,
 // on base "b0"; status says whether the leftovers are looked for first.
 func expectPrepare(gf *fake.Runner, root, wdir string, status bool) {
+	// Not a branch yet (asked before the worktree is touched): nobody
+	// holds it, and it is made at the base.
+	gf.In(root).Expect("git", []string{"rev-parse", "--verify", "-q", "refs/heads/orch/q^{commit}"}, "", gitExit(1))
 	if status {
 		gf.In(wdir).Expect("git", []string{"--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal", "--no-renames"}, "# branch.head orch/p\x00", nil)
 	}
-	// Not a branch yet: nobody holds it, and it is made at the base.
-	gf.In(root).Expect("git", []string{"rev-parse", "--verify", "-q", "refs/heads/orch/q^{commit}"}, "", gitExit(1)).
-		Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "b0\n", nil)
+	gf.In(root).Expect("git", []string{"rev-parse", "--verify", "-q", "HEAD"}, "b0\n", nil)
 	gf.In(wdir).Expect("git", []string{"rev-parse", "--verify", "-q", "refs/heads/orch/q^{commit}"}, "", gitExit(1)).
 		Expect("git", []string{"switch", "-q", "-c", "orch/q", "b0"}, "", nil)
 }

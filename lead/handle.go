@@ -235,7 +235,7 @@ func (l *Loop) queue(e event.Event) state.Note {
 	// it must not go to); every plan keeps its attempt count and its
 	// verification history.
 	*p = state.Run{Name: e.Plan, State: state.PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
-		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, SetupRuns: p.SetupRuns,
+		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, Stack: p.Stack, SetupRuns: p.SetupRuns,
 		History: p.History}
 	l.keepDef(e.Plan, def) // parsed once while PLAN.md stays as it is (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)

@@ -64,6 +64,7 @@ func (l *Loop) assign(ctx context.Context) (hs []*handoff, changed bool) {
 		}
 		return nil, false
 	}
+	changed = l.restack()
 	held := map[string]bool{} // plans that cannot go this pass
 	for {
 		idle := l.st.IdleWorkers()

@@ -13,6 +13,7 @@ import (
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/integrate"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/plans"
 )
 
 // Worktree isolation. Each worker wN edits its own linked git worktree,
@@ -44,12 +45,32 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 	}
 	tidy := l.turn.tidy[w.ID]
 	delete(l.turn.tidy, w.ID) // once: the new plan's work starts now
-	base, err := l.fleet.Prepare(ctx, fleet.Job{Plan: p.Name, Worker: w.ID, Base: p.Base, Verifies: verifies, Includes: includes, Tidy: tidy})
+	got, err := l.fleet.Prepare(ctx, fleet.Job{Plan: p.Name, Worker: w.ID, Base: p.Base, Verifies: verifies, Includes: includes, Tidy: tidy, Deps: l.deps(p)})
 	if err != nil {
 		return err
 	}
-	p.Base = base
+	p.Base, p.Unmerged = got.Base, nil
+	if got.Stack != nil {
+		p.Stack = got.Stack
+	}
 	return nil
+}
+
+// deps are p's dependencies as its branch is stacked on them (fleet
+// Prepare), from the definition it is dispatched with (p.Def).
+func (l *Loop) deps(p *state.Run) []fleet.Dep {
+	if p.Def == nil || p.VerifyOf != "" {
+		return nil
+	}
+	var out []fleet.Dep
+	for _, name := range p.Def.DependsOn {
+		d := fleet.Dep{Plan: name}
+		if dp := l.st.Plans[name]; dp != nil {
+			d.Attempt, d.Integrated = dp.Attempts, dp.State == state.PlanIntegrated
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // prepareFailed records a plan whose worktree could not be readied, and
@@ -64,12 +85,28 @@ func (l *Loop) prepare(ctx context.Context, p *state.Run, w *state.Worker) error
 func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 	reason := event.Clean("worktree for " + w.ID + ": " + err.Error())
 	now := l.cfg.Now().UTC()
+	deps := l.deps(p) // from the definition, let go of here
 	p.Def = nil
 	// Ids unique per occurrence: the same refusal after a restart must
 	// wake the lead again, not be dropped as a copy.
 	stamp := now.UnixNano()
 	next := holdPlan
+	var ce *git.ConflictError
 	switch {
+	case errors.Is(err, fleet.ErrStackConflict) && errors.As(err, &ce):
+		// Its dependencies' work cannot be combined: it does not start
+		// (nothing typed, the worker stays free) until one of them
+		// changes (restack) or it is dispatched again.
+		p.State, p.Unmerged, p.Updated = state.PlanConflict, ce.Files, now
+		p.Stack = nil
+		var names []string
+		for _, d := range deps {
+			names = append(names, d.Plan)
+			p.Stack = append(p.Stack, state.StackDep{Plan: d.Plan, Attempt: d.Attempt})
+		}
+		p.Reason = "its dependencies' branches (" + strings.Join(names, ", ") + ") conflict in " + strings.Join(ce.Files, ", ")
+		l.st.Outbox = append(l.st.Outbox, event.NewCallback(event.CallbackConflict, fmt.Sprintf("stack-%s-%d", p.Name, stamp), p.Name, "", strings.Join(ce.Files, ", "), ""))
+		l.log.Warn("dependencies conflict: plan not dispatched", "plan", p.Name, "files", strings.Join(ce.Files, ","))
 	case errors.Is(err, gates.ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, fleet.ErrBranchHeld), errors.Is(err, fleet.ErrPlanContent):
 		p.Attempts++
 		p.State, p.Reason, p.Worker, p.Updated = state.PlanFailed, reason, w.ID, now
@@ -107,6 +144,8 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		return nil, state.Ignoring("unknown plan")
 	}
 	switch {
+	case p.State == state.PlanConflict && p.Unmerged != nil:
+		return nil, state.Ignoring("plan never ran: its dependencies conflict")
 	case p.State == state.PlanDone, p.State == state.PlanVerified, p.State == state.PlanConflict, p.State == state.PlanIntegrated, integrate.FailedOnIntegration(p):
 	default:
 		return nil, state.Ignoring("plan is " + string(p.State))
@@ -137,4 +176,34 @@ func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, 
 		return event.NewCallback(event.CallbackFailed, e.ID, p.Name, p.Worker, p.Reason, ""), state.Noted("failed")
 	}
 	return nil, l.refuse(e, fmt.Sprintf("integrated record with status %q", e.Status))
+}
+
+// restack puts back in the queue the plans stopped before dispatch because
+// their dependencies' branches conflicted, once one of those dependencies
+// has a new attempt that reached the state the plan waits for: its base
+// is made again from their work then. It says whether the record changed.
+func (l *Loop) restack() bool {
+	changed := false
+	for _, p := range l.st.Plans {
+		if p.State != state.PlanConflict || p.Unmerged == nil {
+			continue
+		}
+		want := ""
+		if d, err := l.planDef(p.Name); err == nil {
+			want = d.DependsOnState
+		}
+		for _, s := range p.Stack {
+			dep := l.st.Plans[s.Plan]
+			if dep == nil || dep.Attempts <= s.Attempt || !plans.Reached(string(dep.State), want) {
+				continue
+			}
+			now := l.cfg.Now().UTC()
+			p.State, p.Unmerged, p.Stack, p.Updated = state.PlanQueued, nil, nil, now
+			p.Reason = fmt.Sprintf("queued again: %s changed (attempt %d) since its dependencies conflicted", s.Plan, dep.Attempts)
+			l.log.Info("dependency changed: plan queued again to be stacked anew", "plan", p.Name, "dependency", s.Plan, "attempt", dep.Attempts)
+			changed = true
+			break
+		}
+	}
+	return changed
 }

@@ -68,6 +68,9 @@ func printStatus(s streams, v orchctl.StatusView) {
 		case p.State == state.PlanDone:
 			note = p.Status
 		}
+		if len(p.Stale) > 0 {
+			note = "STALE BASE: " + strings.Join(p.Stale, ", ") + "; " + note
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.State, dash(p.Worker), dash(p.Verifier), dash(strings.Join(p.DependsOn, ",")), clip(note, 70))
 	}
 	tw.Flush()

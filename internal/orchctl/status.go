@@ -53,6 +53,10 @@ type PlanView struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 	Waiting   string   `json:"waiting,omitempty"` // why a queued plan is not dispatched yet
 	Branch    string   `json:"branch,omitempty"`  // its branch, in worktree isolation
+	// Stale names the dependencies that went on to a new attempt after
+	// this plan's branch was made from them: its branch lacks their new
+	// work (orch never rebases under a worker; see README).
+	Stale []string `json:"stale,omitempty"`
 }
 
 // Status builds the status view of the repo at root.
@@ -112,6 +116,7 @@ func Status(root string) (StatusView, error) {
 			pv.Run = *p
 			if p.Base != "" {
 				pv.Branch = fleet.PlanBranch(n)
+				pv.Stale = st.StaleStack(p)
 			}
 		}
 		if d := defs[n]; d != nil {

@@ -31,6 +31,7 @@ const (
 	Gates         = "gates"       // scratch worktrees the acceptance gates run in
 	Integrate     = "integrate"   // orch integrate's scratch worktree
 	IntegrateLock = "integrate.lock"
+	Stack         = "stack"          // scratch worktrees where a plan's dependencies' branches are merged into its base
 	Agents        = "agents"         // per-worker agent configuration, agents/<wN>/
 	BoardURL      = "board.url"      // the web board's URL with its token (orch serve --http), mode 0600
 	Hosts         = "hosts"          // the lead's register of other hosts, one <name>.json each (package hosts)
@@ -43,7 +44,7 @@ func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerK
 
 // PrivateDirs are the folders of .orch/ no worker has any business writing:
 // everything but the worktrees they work in.
-var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Logs, Spool}
+var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Logs, Spool, Stack}
 
 // PrivateFiles are the files directly in .orch/ that only orch writes.
 var PrivateFiles = []string{BoardURL, Broker, GitLock, HostLock, HostRuns, IntegrateLock, ServeLock, ServePID, State}

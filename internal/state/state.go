@@ -154,8 +154,16 @@ type Run struct {
 	Preparing int `json:"preparing,omitempty"`
 	SetupRuns int `json:"setup_runs,omitempty"`
 	// Base is the commit the plan's branch was made from (worktree
-	// isolation), recorded at its first dispatch.
+	// isolation), recorded at its first dispatch: the base branch's head,
+	// its one dependency's branch head, or a merge of its dependencies'
+	// branches (Stack).
 	Base string `json:"base,omitempty"`
+	// Stack is what Base was made from when the plan has dependencies:
+	// each dependency, its attempt and its branch's head then.
+	Stack []StackDep `json:"stack,omitempty"`
+	// Unmerged names the files where its dependencies' branches conflict:
+	// set while the plan is in conflict before it was ever dispatched.
+	Unmerged []string `json:"unmerged,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a
 	// late started or done from the same worker still counts.
 	Unacked bool `json:"unacked,omitempty"`
@@ -163,6 +171,28 @@ type Run struct {
 	// MaxHistory; Asking is set while Track saw it needing input.
 	History []ledger.Attempt `json:"history,omitempty"`
 	Asking  bool             `json:"asking,omitempty"`
+}
+
+// StackDep is one dependency a plan's branch was made from: its attempt
+// and the commit taken from it (its branch's head, or the base branch's
+// head once it was integrated).
+type StackDep struct {
+	Plan    string `json:"plan"`
+	Attempt int    `json:"attempt"`
+	Commit  string `json:"commit"`
+}
+
+// StaleStack names the dependencies of p that went on to a new attempt
+// since p's branch was made from them ("d1 (attempt 2, p started from
+// attempt 1)"): p's branch does not have their new work.
+func (s *State) StaleStack(p *Run) []string {
+	var out []string
+	for _, d := range p.Stack {
+		if dep := s.Plans[d.Plan]; dep != nil && dep.Attempts > d.Attempt {
+			out = append(out, fmt.Sprintf("%s (attempt %d; %s started from attempt %d)", d.Plan, dep.Attempts, p.Name, d.Attempt))
+		}
+	}
+	return out
 }
 
 // Current is the record of the run's current attempt (its number on its
