@@ -1,5 +1,6 @@
-// Package integrate is orch integrate; it runs in the CLI process, not in
-// orch serve. Approved plans (done, or verified) are brought into the base
+// Package integrate is orch integrate; it runs in the CLI process, and in
+// orch serve off its loop when orch.yaml asks for integrate: auto (package
+// lead runs Run on a goroutine of its own). Approved plans (done, or verified) are brought into the base
 // branch (the branch checked out in the repo) one at a time, in dependency
 // order. Each is merged (or rebased, per orch.yaml) in a scratch worktree at
 // the base branch's current head, so the repo's own checkout is never left
@@ -20,7 +21,8 @@
 // .orch/integrate, the merge or rebase, then the included files, orch.yaml's
 // setup command and the plan's acceptance commands, run by package gates),
 // advance fast-forwards the base branch under the git lock, and record
-// sends the outcome to orch serve with orchctl.SendCommand.
+// sends the outcome to orch serve with orchctl.SendCommand (or, in orch
+// serve, hands it to the loop: Options.Record).
 package integrate
 
 import (
@@ -62,6 +64,12 @@ type Options struct {
 	DryRun      bool
 	GateTimeout time.Duration
 	Progress    io.Writer // one line per step as it happens; optional
+	// Record tells the lead loop an outcome; nil sends it to orch serve
+	// (orchctl.SendCommand). It says whether the record waits in the spool.
+	Record func(event.Event) (spooled bool, err error)
+	// WaitLock waits while another orch integrate runs, instead of
+	// refusing (orch serve's own integrations, off its loop).
+	WaitLock bool
 }
 
 // Step is what happened (or would happen) to one plan.
@@ -76,6 +84,9 @@ type Step struct {
 	Reason  string   `json:"reason,omitempty"`
 	Spooled bool     `json:"spooled,omitempty"` // the record waits in the spool for orch serve
 	Gates   bool     `json:"-"`                 // failed because its gates fail on the combined code
+	// Moved: not integrated because the base branch kept moving while its
+	// gates ran (harvest commits); a later run may go through.
+	Moved bool `json:"-"`
 }
 
 // maxMoves bounds how often one plan is combined again because the base
@@ -117,7 +128,13 @@ func Run(ctx context.Context, root string, o Options) ([]Step, error) {
 	if base == "" {
 		return nil, fmt.Errorf("integrate: HEAD is detached in %s: check out the branch to integrate into (git switch main)", root)
 	}
-	if !o.DryRun {
+	if !o.DryRun && o.WaitLock {
+		lk, err := flock.Exclusive(filepath.Join(orchdir.Of(root), orchdir.IntegrateLock))
+		if err != nil {
+			return nil, fmt.Errorf("integrate: %w", err)
+		}
+		defer lk.Unlock()
+	} else if !o.DryRun {
 		lk, pid, err := flock.TryExclusive(filepath.Join(orchdir.Of(root), orchdir.IntegrateLock))
 		if errors.Is(err, flock.ErrHeld) {
 			return nil, fmt.Errorf("integrate: another orch integrate runs (pid %d); wait for it", pid)
@@ -395,7 +412,7 @@ func (in *integration) one(s Step, tip string) (Step, string) {
 			return in.record(s), next
 		}
 		if move+1 >= maxMoves {
-			s.Outcome, s.Reason = Failed, fmt.Sprintf("%s kept moving while the gates ran (%d tries); run orch integrate again", in.base, maxMoves)
+			s.Outcome, s.Reason, s.Moved = Failed, fmt.Sprintf("%s kept moving while the gates ran (%d tries); run orch integrate again", in.base, maxMoves), true
 			return s, moved // not recorded: a retry may go through
 		}
 		tip = moved
@@ -519,7 +536,16 @@ func (in *integration) record(s Step) Step {
 	default:
 		status = "failed: " + s.Reason
 	}
-	res, err := orchctl.SendCommand(in.root, event.New(event.Integrated, s.Plan, status, "", ""), 0)
+	e := event.New(event.Integrated, s.Plan, status, "", "")
+	if in.o.Record != nil {
+		spooled, err := in.o.Record(e)
+		if err != nil {
+			s.Reason = strings.TrimSpace(s.Reason + "; not recorded: " + err.Error())
+		}
+		s.Spooled = spooled
+		return s
+	}
+	res, err := orchctl.SendCommand(in.root, e, 0)
 	if err != nil {
 		s.Reason = strings.TrimSpace(s.Reason + "; not recorded: " + err.Error())
 	}

@@ -214,6 +214,14 @@ type Loop struct {
 	boardDue   chan struct{}
 	frameArmed bool
 	lastFrame  time.Time
+	// integrations reports the outcomes of integrations by themselves
+	// (autointegrate.go); integrating is set while one runs, inFlight
+	// holds the plans whose record is out and not handled yet, and
+	// integrateHeld those a run could not take (by their Updated then).
+	integrations  chan integrationReport
+	integrating   bool
+	inFlight      map[string]bool
+	integrateHeld map[string]time.Time
 }
 
 // turn is kept for one turn of the loop, then dropped.
@@ -286,7 +294,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		cfg.TrimEvery = DefaultTrimEvery
 	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{}}
+		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{},
+		integrations: make(chan integrationReport), inFlight: map[string]bool{}, integrateHeld: map[string]time.Time{}}
 	defer close(l.stopped)
 	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
@@ -509,6 +518,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	l.flushOutbox()
 	l.sessions.Resume(ctx, l.st)
 	l.schedule(ctx)
+	// Approved plans left by the last run (a crash mid-integration too).
+	l.autoIntegrate(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
 	}
@@ -529,6 +540,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.runPending()
 			l.schedule(ctx)
 			l.handledOne(ctx)
+			l.autoIntegrate(ctx)
+		case r := <-l.integrations:
+			l.integrationReported(ctx, r)
 		case <-l.wake:
 			l.staggerArmed, l.holdArmed, l.retryArmed = false, false, false
 			l.schedule(ctx)

@@ -139,6 +139,7 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 // worktree that still has the plan's branch checked out lets go of it
 // (detached where the branch is) once the plan is in: the branch is kept.
 func (l *Loop) integrated(ctx context.Context, e event.Event) (*event.Callback, state.Note) {
+	delete(l.inFlight, e.Plan) // an auto run's record has come
 	p := l.st.Plans[e.Plan]
 	if p == nil {
 		return nil, state.Ignoring("unknown plan")

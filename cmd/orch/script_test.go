@@ -304,8 +304,9 @@ func cmdCheckReport(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // checkdeps: every dispatched plan's branch was made from a commit that
-// already held the harvest of each plan it depends on, i.e. no plan went
-// out before its dependencies were done.
+// already held the work of each plan it depends on (its branch's head,
+// stacked, or its harvest on the base branch once integrated), i.e. no
+// plan went out before its dependencies were done, nor without their code.
 func cmdCheckDeps(ts *testscript.TestScript, neg bool, args []string) {
 	root := ts.MkAbs(".")
 	st, err := state.Load(orchdir.Of(root))
@@ -323,8 +324,10 @@ func cmdCheckDeps(ts *testscript.TestScript, neg bool, args []string) {
 			if d == nil || d.Result == "" || p.Base == "" {
 				ts.Fatalf("plan %s or its dependency %s has no record (base %q)", name, dep, p.Base)
 			}
-			if err := exec.Command("git", "-C", root, "merge-base", "--is-ancestor", d.Result, p.Base).Run(); err != nil {
-				ts.Fatalf("plan %s (base %s) went out before %s was harvested (%s)", name, p.Base, dep, d.Result)
+			if err := exec.Command("git", "-C", root, "merge-base", "--is-ancestor", "refs/heads/orch/"+dep, p.Base).Run(); err != nil {
+				if err := exec.Command("git", "-C", root, "merge-base", "--is-ancestor", d.Result, p.Base).Run(); err != nil {
+					ts.Fatalf("plan %s (base %s) went out without %s's work (branch orch/%s, harvest %s)", name, p.Base, dep, dep, d.Result)
+				}
 			}
 			checked++
 		}
