@@ -109,6 +109,7 @@ func (l *Loop) integrationReported(ctx context.Context, r integrationReport) {
 	if r.rec != nil {
 		e := l.record(event.Integrated, event.DerivedID(fmt.Sprintf("integrated %s %s", r.rec.Plan, r.rec.Status)), r.rec.Plan, "", r.rec.Status)
 		l.inFlight[e.Plan] = true
+		l.fault("before-integrated-record") // the base branch has moved; the record is not out
 		l.publishRecord(e)
 		return
 	}

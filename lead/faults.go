@@ -14,8 +14,10 @@ import (
 
 // FaultEnv names the fault-injection point at which orch serve kills itself
 // with SIGKILL, for the reliability tests: before-harvest-commit,
-// after-harvest-commit, after-ledger-commit, before-ack, and for batched
-// harvests batch-before-published-save. Unset in normal use.
+// after-harvest-commit, after-ledger-commit, before-ack, for batched
+// harvests batch-before-published-save, and before-integrated-record (an
+// integration by itself moved the base branch, its record is not out).
+// Unset in normal use.
 const FaultEnv = "ORCH_FAULT"
 
 // fault kills the process at the named point if ORCH_FAULT asks for it.

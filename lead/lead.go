@@ -14,7 +14,8 @@
 // directory (spool.go: events written while the broker was unreachable,
 // published into the stream to arrive like any other), the fleet's and the
 // gates' reports (a pane died, a process exited, a screen changed, a setup
-// or a gate run ended), one-shot timers, and cancellation. Every message is
+// or a gate run ended), the outcomes of integrations it runs by itself
+// (autointegrate.go, integrate: auto), one-shot timers, and cancellation. Every message is
 // handled in that one goroutine, in order: its effect (a harvest commit, a
 // ledger entry, a state change) is committed, its callback for the lead is
 // published, one state save records both, and only then is the message
