@@ -185,12 +185,13 @@ func (h *HostServer) Shutdown() {
 
 // hostWorkerUsers are users (the host's own key, its workers') where a
 // worker may not send the records the host makes about it (its process's
-// exit), which reach the lead under the worker's subjects.
+// exit, its pane's death), which reach the lead under the worker's
+// subjects.
 func hostWorkerUsers(k roleKeys, prefix string) []*server.NkeyUser {
 	us := users(k, prefix, nil)
 	for _, u := range us {
 		if u.Nkey != k.leadPub {
-			u.Permissions.Publish.Deny = []string{prefix + ".ev.*." + string(event.Exited)}
+			u.Permissions.Publish.Deny = []string{prefix + ".ev.*." + string(event.Exited), prefix + ".ev.*." + string(event.Died)}
 		}
 	}
 	return us

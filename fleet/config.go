@@ -43,6 +43,13 @@ type Config struct {
 	// Remote are the worker ids other hosts run (package hosts): this
 	// fleet's own workers are the lowest ids that are not among them.
 	Remote []string
+	// Own, when set, are this fleet's workers by id (an orch host's, as
+	// its token names them) instead of the lowest ids no host runs.
+	Own []string
+	// NoDeathHook leaves tmux's pane-died hook unset: an orch host reports
+	// its panes' deaths itself (its pidfd watch), and its workers' keys
+	// may not send died.
+	NoDeathHook bool
 	// BrokerURL and Prefix are how a worker reaches the broker.
 	BrokerURL, Prefix string
 	// Setup runs orch.yaml's setup command in a worktree (nil: none). It
@@ -56,8 +63,11 @@ type Config struct {
 }
 
 // LocalIDs are the ids of this fleet's n workers: the n lowest that no
-// other host runs.
+// other host runs (Own, when set: an orch host's workers).
 func (f *Fleet) LocalIDs(n int) []string {
+	if len(f.cfg.Own) > 0 {
+		return slices.Clone(f.cfg.Own)
+	}
 	var ids []string
 	for i := 1; len(ids) < n; i++ {
 		if id := fmt.Sprintf("w%d", i); !slices.Contains(f.cfg.Remote, id) {

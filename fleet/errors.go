@@ -22,3 +22,7 @@ var ErrPlanContent = errors.New("plan folder cannot be brought over")
 // ErrStackConflict is a plan whose dependencies' branches conflict: it
 // cannot start from their work.
 var ErrStackConflict = errors.New("dependencies' branches conflict")
+
+// ErrRemote means a worker runs on another host: its pane is not this
+// machine's to read or type into.
+var ErrRemote = errors.New("worker on another host")

@@ -124,6 +124,9 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 		starting(w, now)
 		f.log.Info("worker up", "worker", id, "pane", pane, "starting", w.Starting)
 	}
+	if f.cfg.NoDeathHook {
+		return started, nil
+	}
 	if err := f.setDeathHook(ctx, name); err != nil {
 		f.log.Warn("fleet", "err", err)
 	}
@@ -297,6 +300,9 @@ func (f *Fleet) PaneAlive(w *state.Worker) bool {
 // CheckPane proves that w's pane is w's: a live pane whose @orch_worker
 // option names it.
 func (f *Fleet) CheckPane(ctx context.Context, w *state.Worker) error {
+	if w.Remote != "" {
+		return fmt.Errorf("%w: %s runs on host %s", ErrRemote, w.ID, w.Remote)
+	}
 	return f.tmux.ProvePane(ctx, w.Pane, w.ID, false)
 }
 

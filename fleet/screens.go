@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -84,8 +85,12 @@ func (f *Fleet) WatchScreens(ctx context.Context, session string) {
 	}()
 }
 
-// Capture returns w's screen.
+// Capture returns w's screen. A host's worker's screen is its host's to
+// read (its pane id means nothing to this machine's tmux).
 func (f *Fleet) Capture(ctx context.Context, w *state.Worker) (string, error) {
+	if w.Remote != "" {
+		return "", fmt.Errorf("%w: %s runs on host %s", ErrRemote, w.ID, w.Remote)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return f.tmux.Capture(cctx, w.Pane, 0)
@@ -131,7 +136,7 @@ func LastLines(s string, n int) string {
 // screen (agent.Profile.ScreenFails): a pane the loop must read when a
 // turn ends.
 func (f *Fleet) ShowsFailures(w *state.Worker) bool {
-	return f.Panes() && !w.Headless && w.Pane != "" && f.cfg.Profile != nil && f.cfg.Profile.ScreenFails()
+	return f.Panes() && !w.Headless && w.Pane != "" && w.Remote == "" && f.cfg.Profile != nil && f.cfg.Profile.ScreenFails()
 }
 
 // FailedOnScreen says whether w's screen shows an error after plan's

@@ -8,11 +8,15 @@
 // The lead's fleet work for this host's workers is done here, asked over
 // the link (hosts.OpsSubject): a run fetches the plan's base from the
 // clone's remote, readies the worker's worktree and starts the agent's
-// headless command (package fleet, as the lead would); its exit goes into
-// the host's stream as an exited record; a bundle commits what a worker
-// left on its plan branch and puts a git bundle of it into the host's
-// work store for the lead to take. Not built yet (named in the README):
-// tmux panes on a host, its setup command, reading its screens.
+// headless command (package fleet, as the lead would), or, on a host
+// joined with --tmux, types the dispatch line into the worker's pane on
+// the host's own tmux server (panes.go: the lead's fleet and session
+// code); a process's exit goes into the host's stream as an exited
+// record, a pane's death as died; a log request reads a pane's screen, or
+// a headless run's output; a bundle commits what a worker left on its
+// plan branch and puts a git bundle of it into the host's work store for
+// the lead to take. Not built yet (named in the README): the setup
+// command and .worktreeinclude on a host.
 package hostd
 
 import (
@@ -45,6 +49,7 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/session"
 )
 
 // Config is one orch host join.
@@ -60,7 +65,12 @@ type Config struct {
 	BinDir  string
 	// Remote is the clone's remote the lead's commits are fetched from.
 	Remote string
-	Log    *slog.Logger
+	// Tmux runs each worker in a pane of its own on this host's tmux
+	// server (TmuxSocket, tmux -L; "" for the user's default), its agent's
+	// interactive command, instead of a headless run per plan.
+	Tmux       bool
+	TmuxSocket string
+	Log        *slog.Logger
 	// Ready is called once the host serves, with its server.
 	Ready func(h *broker.HostServer)
 }
@@ -116,7 +126,8 @@ func Join(ctx context.Context, cfg Config) error {
 	}
 	defer sub.Unsubscribe()
 	fl, err := fleet.New(fleet.Config{Root: repo.Root, OrchDir: dir, Repo: repo, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
-		Isolation: config.Worktree, BrokerURL: srv.URL(), Prefix: tok.Prefix, Logger: log})
+		Isolation: config.Worktree, BrokerURL: srv.URL(), Prefix: tok.Prefix, Logger: log,
+		Panes: cfg.Tmux, TmuxSocket: cfg.TmuxSocket, Own: tok.Workers, NoDeathHook: true})
 	if err != nil {
 		return fmt.Errorf("host: %w", err)
 	}
@@ -137,6 +148,16 @@ func Join(ctx context.Context, cfg Config) error {
 	for w, r := range d.runs {
 		d.running[w], d.lastLog[w] = r.PID, fleet.LogName(r.Plan, r.Attempt)
 		fl.Rewatch(w, r.Plan, r.Attempt, r.PID)
+	}
+	var checks <-chan session.Check
+	if cfg.Tmux {
+		psub, err := d.upPanes(ctx, nc)
+		if err != nil {
+			return fmt.Errorf("host: %w", err)
+		}
+		defer psub.Unsubscribe()
+		defer d.panes.sessions.Close()
+		checks = d.panes.sessions.Checks()
 	}
 	close(d.ready)
 	for _, n := range fl.TakeExits() {
@@ -167,6 +188,14 @@ func Join(ctx context.Context, cfg Config) error {
 			return nil
 		case n := <-fl.Exits():
 			d.ended(ctx, n)
+		case x := <-fl.Deaths():
+			d.locked(func() { d.died(ctx, x) })
+		case pane := <-fl.Screens():
+			d.locked(func() { d.panes.sessions.ScreenChanged(ctx, d.panes.st, pane); d.runAfter() })
+		case c := <-checks:
+			d.locked(func() { d.panes.sessions.Expired(ctx, d.panes.st, c); d.runAfter() })
+		case e := <-d.heardCh():
+			d.locked(func() { d.heard(ctx, e) })
 		case ev, ok := <-watcher.Events:
 			if !ok {
 				return nil
@@ -203,7 +232,27 @@ type daemon struct {
 	running map[string]int
 	lastLog map[string]string // each worker's last run's log, by name
 	runs    map[string]run    // the runs still going, as saved in orchdir.HostRuns
-	ready   chan struct{}
+	// panes is the host's tmux fleet's record and sessions (nil: its
+	// workers run headless).
+	panes *panes
+	ready chan struct{}
+}
+
+// locked runs fn with the daemon's lock held: the loop's reports and the
+// lead's requests change the same record.
+func (d *daemon) locked(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn()
+}
+
+// heardCh delivers the workers' events a pane host follows (nil, never
+// ready, for a headless host).
+func (d *daemon) heardCh() <-chan event.Event {
+	if d.panes == nil {
+		return nil
+	}
+	return d.panes.heard
 }
 
 func (d *daemon) serve(m *nats.Msg) {
@@ -232,7 +281,10 @@ func (d *daemon) serve(m *nats.Msg) {
 	case hosts.OpLog:
 		var req hosts.Log
 		if err = decode(m.Data, &req); err == nil {
-			r, err = d.logTail(req)
+			var pane bool
+			if r, pane, err = d.screen(ctx, req); !pane && err == nil {
+				r, err = d.logTail(req)
+			}
 		}
 	case hosts.OpTaken:
 		var req hosts.TakenBundle
@@ -297,6 +349,9 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 	}
 	if _, err := d.fleet.Prepare(ctx, fleet.Job{Plan: req.Plan, Worker: req.Worker, Base: req.Base, PlanText: req.PlanMD}); err != nil {
 		return hosts.Reply{}, err
+	}
+	if d.panes != nil {
+		return d.runPane(ctx, req)
 	}
 	line, err := fleet.DispatchLine(req.Plan, d.fleet.NotifyBin())
 	if err != nil {
@@ -406,16 +461,21 @@ func (d *daemon) logTail(req hosts.Log) (hosts.Reply, error) {
 	}
 	text := string(buf)
 	if req.Lines > 0 {
-		lines := strings.SplitAfter(text, "\n")
-		if len(lines) > 0 && lines[len(lines)-1] == "" {
-			lines = lines[:len(lines)-1]
-		}
-		if len(lines) > req.Lines {
-			lines = lines[len(lines)-req.Lines:]
-		}
-		text = strings.Join(lines, "")
+		text = lastLines(text, req.Lines)
 	}
 	return hosts.Reply{Text: text, Name: name}, nil
+}
+
+// lastLines is the last n lines of text.
+func lastLines(text string, n int) string {
+	lines := strings.SplitAfter(text, "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
 }
 
 // run is one recorded run.

@@ -95,5 +95,12 @@ func (d *daemon) allowed(s event.Spooled) error {
 	if pub == "" {
 		return fmt.Errorf("spool file %s: %w: no key of worker %s here", name, event.ErrBadSignature, s.By)
 	}
-	return s.CheckWorkerFile(pub)
+	if err := s.CheckWorkerFile(pub); err != nil {
+		return err
+	}
+	if s.Event.Kind == event.Died {
+		// The host reports its panes' deaths (its workers' keys may not).
+		return fmt.Errorf("spool file %s: %w: a pane's death is its host's to report", name, event.ErrNotSignersEvent)
+	}
+	return nil
 }

@@ -18,7 +18,7 @@ const (
 	OpRun    = "run"    // start a plan's attempt on a worker
 	OpBundle = "bundle" // commit a worker's work on its plan branch, and bundle it
 	OpTaken  = "taken"  // the lead has a bundle: it goes from the work store
-	OpLog    = "log"    // the output of a worker's last run (orch read)
+	OpLog    = "log"    // a worker's screen, or its last run's output (orch read)
 )
 
 // Log asks a host for the last lines of worker's last run's output.
@@ -71,8 +71,11 @@ type TakenBundle struct {
 // effect named), or what it did.
 type Reply struct {
 	Error string `json:"error,omitempty"`
-	// PID is the started process's (Run), on the host.
-	PID int `json:"pid,omitempty"`
+	// PID is the started process's (Run), on the host; Pane, for a host
+	// whose workers run in tmux panes (orch host join --tmux), the pane
+	// the dispatch line went to (Run), or whose screen Text is (Log).
+	PID  int    `json:"pid,omitempty"`
+	Pane string `json:"pane,omitempty"`
 	// Head is the plan branch's head; Object the bundle's name in
 	// WorkBucket, "" when the head is the base (nothing to take).
 	Head   string `json:"head,omitempty"`

@@ -65,7 +65,9 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 	// Anyone with the worker key can publish a died: it is taken only for
 	// a pane this loop saw end (its pidfd), or one tmux no longer shows as
 	// the worker's live pane. A forged one would run the plan twice.
-	if !l.paneEnded[e.Pane] && l.fleet.PaneAlive(w) {
+	// A host's worker's died comes from its host alone (its workers' keys
+	// may not send one there, and hostRefusal checked the host).
+	if w.Remote == "" && !l.paneEnded[e.Pane] && l.fleet.PaneAlive(w) {
 		return nil, l.refuse(e, fmt.Sprintf("pane %s of %s is alive: a died event is taken only for a pane that has ended", e.Pane, w.ID))
 	}
 	delete(l.paneEnded, e.Pane)

@@ -21,8 +21,10 @@ import (
 	"github.com/orch-dev/orch/plans"
 )
 
-// Workers on other hosts. Each is a headless worker of the record with
-// Remote set to its host. The lead keeps a worktree of its own for it
+// Workers on other hosts. Each is a worker of the record with Remote set
+// to its host: headless, or, once its host answered a run with the pane it
+// typed into (orch host join --tmux), with that pane, a pane of the
+// host's tmux server that only the host reads or types into. The lead keeps a worktree of its own for it
 // (prepared as any worker's: the plan's branch at its base), asks the host
 // to run each attempt (hosts.OpRun: the host fetches the base from its
 // clone's remote and starts the agent there), and at the worker's done
@@ -152,7 +154,10 @@ const (
 	maxBundle = 64 << 20
 )
 
-var shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+var (
+	shaPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	validPane  = regexp.MustCompile(`^%[0-9]{1,9}$`)
+)
 
 // remoteStartFailed handles a host's run that did not start. Nobody
 // answered (the host is not linked, or not listening yet): no attempt, the
@@ -198,7 +203,14 @@ func (l *Loop) startRemote(w *state.Worker, p *state.Run) error {
 	if err != nil {
 		return err
 	}
-	w.PID = r.PID
+	// A host joined with --tmux typed the line into the worker's pane
+	// (its death comes as died, its screen through orch read); another
+	// started a headless process (its end comes as exited).
+	w.PID, w.Pane, w.Headless = r.PID, r.Pane, r.Pane == ""
+	if r.Pane != "" && !validPane.MatchString(r.Pane) {
+		w.Pane, w.Headless = "", true
+		return fmt.Errorf("host %s: run of %s: pane %q is not a tmux pane id", w.Remote, p.Name, r.Pane)
+	}
 	return l.save()
 }
 

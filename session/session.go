@@ -346,7 +346,7 @@ func (s *Sessions) asks(st *state.State, w *state.Worker, what string) {
 func (s *Sessions) screenChanged(ctx context.Context, st *state.State, pane string) {
 	var w *state.Worker
 	for _, c := range st.Workers {
-		if c.Pane == pane {
+		if c.Pane == pane && c.Remote == "" { // a host's pane ids are its own tmux server's
 			w = c
 		}
 	}
@@ -602,8 +602,8 @@ func (s *Sessions) ackExpired(ctx context.Context, st *state.State, c ackCheck) 
 		return // acknowledged, or moved on since
 	}
 	w := st.Worker(p.Worker)
-	if w == nil || !s.fleet.Panes() {
-		return
+	if w == nil || w.Remote != "" || !s.fleet.Panes() {
+		return // a host's worker's dispatch is its host's to check
 	}
 	screen, err := s.fleet.Capture(ctx, w)
 	if err != nil {

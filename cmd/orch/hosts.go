@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -121,7 +122,7 @@ func printHosts(s streams, hs []orchctl.HostView) {
 func newHostCmd(s streams) *cobra.Command {
 	var token, tokenFile string
 	var port int
-	var verbose bool
+	var verbose, panes bool
 	var agentCmd, remote string
 	join := &cobra.Command{
 		Use:   "join LEAD-URL (--token TOKEN | --token-file FILE)",
@@ -133,7 +134,10 @@ func newHostCmd(s streams) *cobra.Command {
 				return err
 			}
 			if strings.TrimSpace(agentCmd) == "" {
-				return usagef("orch host join needs --agent (the agent this host's workers run headless, as orch serve's)")
+				return usagef("orch host join needs --agent (the agent this host's workers run, as orch serve's)")
+			}
+			if _, err := exec.LookPath("tmux"); panes && err != nil {
+				return usagef("orch host join --tmux needs tmux on PATH: install it, or join without --tmux (workers run headless)")
 			}
 			profile, err := resolveAgent(cmd.Context(), agentCmd)
 			if err != nil {
@@ -151,7 +155,7 @@ func newHostCmd(s streams) *cobra.Command {
 			}
 			log := slog.New(logfmt.NewLineHandler(s.Err, level))
 			return hostd.Join(ctx, hostd.Config{Root: root, LeadURL: args[0], Token: tok, Port: port, Log: log,
-				Agent: agentCmd, Profile: profile, BinDir: binDir(), Remote: remote,
+				Agent: agentCmd, Profile: profile, BinDir: binDir(), Remote: remote, Tmux: panes, TmuxSocket: tmuxSocket(),
 				Ready: func(h *broker.HostServer) {
 					fmt.Fprintf(s.Out, "host running: workers here run orch-notify as usual (it finds %s)\n", h.URL())
 				}})
@@ -160,7 +164,8 @@ func newHostCmd(s streams) *cobra.Command {
 	join.Flags().StringVar(&token, "token", "", "the token orch hosts add printed (or use --token-file, or ORCH_HOST_TOKEN, to keep it out of your shell's history)")
 	join.Flags().StringVar(&tokenFile, "token-file", "", "a file holding the token (mode 0600)")
 	join.Flags().IntVar(&port, "port", 0, "loopback port for this host's workers (default: the last one if free, else any)")
-	join.Flags().StringVar(&agentCmd, "agent", "", "agent profile (claude, codex, gemini, aider, or one from orch.yaml) or command this host's workers run, headless")
+	join.Flags().StringVar(&agentCmd, "agent", "", "agent profile (claude, codex, gemini, aider, or one from orch.yaml) or command this host's workers run")
+	join.Flags().BoolVar(&panes, "tmux", false, "run each worker in a tmux pane of its own on this machine's tmux server (ORCH_TMUX_SOCKET names a socket, as for orch serve), instead of headless")
 	join.Flags().StringVar(&remote, "remote", "origin", "the clone's git remote the lead's commits are fetched from (the lead's repo)")
 	join.Flags().BoolVarP(&verbose, "verbose", "v", false, "log debug lines (including the NATS server's)")
 	cmd := &cobra.Command{

@@ -57,15 +57,20 @@ func freePort(t *testing.T, addr string) int {
 
 // Two hosts, each a network namespace of this machine with its own orch
 // host, clone and processes, work for one lead over their leaf links:
-// plans dispatched to workers on both are harvested once each, their code
-// on the lead's plan branches. One host's link is cut while its workers
+// alpha's workers run headless, beta's in tmux panes on beta's own tmux
+// server (orch host join --tmux). Plans dispatched to workers on both are
+// harvested once each, their code on the lead's plan branches; orch read
+// of a beta worker shows its pane; a beta pane killed while its plan runs
+// is reported dead, and the plan goes out again, harvested once. One host's link is cut while its workers
 // finish and the lead is restarted meanwhile: their events wait on the
 // host and come once after the link is back. A worker's key sending as
 // another worker is refused on its host; a removed host is cut off.
 func TestHostsAcrossNamespaces(t *testing.T) {
 	netns.Require(t)
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal("git is not installed")
+	for _, tool := range []string{"git", "tmux"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed", tool)
+		}
 	}
 	home := t.TempDir()
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "LANG=C.UTF-8",
@@ -103,6 +108,7 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 	}
 	// Long enough to kill its agent while it works.
 	plan("r1", "Plan r1.\nagent: sleep 4s\nagent: write out/r1.txt made by r1\nagent: status ok-r1\n")
+	plan("k1", "Plan k1.\nagent: sleep 4s\nagent: write out/k1.txt made by k1\nagent: status ok-k1\n")
 	for i := 1; i <= 4; i++ {
 		n := fmt.Sprintf("q%d", i)
 		second = append(second, n)
@@ -165,6 +171,22 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		}
 	})
 
+	// beta's tmux server: a socket of the test's own, under a folder of
+	// its own (short: a socket path has a length limit).
+	tmuxDir, err := os.MkdirTemp("", "orch-hosts-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmuxDir) })
+	tmuxEnv := append(slices.Clone(env), "TMUX_TMPDIR="+tmuxDir, "ORCH_TMUX_SOCKET=beta")
+	betaTmux := func(args ...string) (string, error) {
+		cmd := exec.Command("tmux", append([]string{"-L", "beta"}, args...)...)
+		cmd.Env = tmuxEnv
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() { betaTmux("kill-server") })
+
 	hostLogs := map[string]*syncBuf{}
 	clones := map[string]string{}
 	nss := map[string]*netns.Host{"alpha": alpha, "beta": beta}
@@ -173,8 +195,13 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		t.Helper()
 		tf := filepath.Join(top, h+".token")
 		os.WriteFile(tf, []byte(tokens[h]+"\n"), 0o600)
-		cmd := nss[h].Command(context.Background(), "orch", "host", "join", fmt.Sprintf("nats-leaf://%s:%d", lead, leafPort), "--token-file", tf, "--agent", "orch agent")
-		cmd.Dir, cmd.Env = clones[h], env
+		args := []string{"host", "join", fmt.Sprintf("nats-leaf://%s:%d", lead, leafPort), "--token-file", tf, "--agent", "orch agent"}
+		henv := env
+		if h == "beta" {
+			args, henv = append(args, "--tmux"), tmuxEnv
+		}
+		cmd := nss[h].Command(context.Background(), "orch", args...)
+		cmd.Dir, cmd.Env = clones[h], henv
 		cmd.Stdout, cmd.Stderr = hostLogs[h], hostLogs[h]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -281,6 +308,58 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 	}
 	if out := sh(root, "orch", "read", alphaWorker); !strings.Contains(out, "on host alpha") || !strings.Contains(out, "→ plan p") {
 		t.Errorf("orch read %s:\n%s", alphaWorker, out)
+	}
+
+	// orch read of a beta worker: its pane's screen, from beta, with the
+	// dispatch line typed there and what the scripted agent printed.
+	var betaWorker string
+	for _, p := range status().Plans {
+		if slices.Contains(owned["beta"], p.Worker) {
+			betaWorker = p.Worker
+		}
+	}
+	if betaWorker == "" {
+		t.Fatal("no plan ran on beta")
+	}
+	if out := sh(root, "orch", "read", betaWorker); !regexp.MustCompile(`on host beta, pane %[0-9]+: its screen`).MatchString(out) ||
+		!strings.Contains(out, "Read plans/p") || !strings.Contains(out, "scripted agent "+betaWorker+" ready") {
+		t.Errorf("orch read %s:\n%s", betaWorker, out)
+	}
+
+	// A beta pane killed while its plan runs: beta reports the death, the
+	// lead marks the worker dead and sends the plan out once more.
+	sh(root, "orch", "dispatch", "k1", "--to", betaWorker)
+	var killed string
+	eventually.True(t, 30*time.Second, func() bool {
+		v := status()
+		for _, p := range v.Plans {
+			if p.Name == "k1" && p.State == state.PlanRunning {
+				for _, w := range v.Workers {
+					if w.ID == betaWorker && w.Pane != "" && !w.Headless {
+						killed = w.Pane
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}, "k1 running in a beta pane")
+	if out, err := betaTmux("kill-pane", "-t", killed); err != nil {
+		t.Fatalf("kill beta's pane %s: %v\n%s", killed, err, out)
+	}
+	eventually.True(t, 20*time.Second, func() bool {
+		for _, w := range status().Workers {
+			if w.ID == betaWorker {
+				return w.State == state.WorkerDead && strings.Contains(w.Reason, "pane "+killed+" exited") && strings.Contains(w.Reason, "on host beta")
+			}
+		}
+		return false
+	}, "beta's worker reported dead")
+	eventually.True(t, 60*time.Second, allDone([]string{"k1"}), "k1 done after its pane was killed")
+	for _, p := range status().Plans {
+		if p.Name == "k1" && (p.Attempts != 2 || p.Worker == betaWorker) {
+			t.Errorf("k1: %d attempts, last on %s; want 2, not on %s (its pane killed)", p.Attempts, p.Worker, betaWorker)
+		}
 	}
 
 	// orch doctor, on the lead: each host's link and clock; on a host:
@@ -426,7 +505,7 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 	for _, e := range entries {
 		inLedger[e.Plan]++
 	}
-	for _, n := range append(append(first, second...), "r1") {
+	for _, n := range append(append(first, second...), "r1", "k1") {
 		if harvests[n] != 1 || inLedger[n] != 1 {
 			t.Errorf("plan %s: %d harvest commits, %d ledger entries; want 1 and 1", n, harvests[n], inLedger[n])
 		}

@@ -197,8 +197,8 @@ func remoteOf(root, id string) string {
 	return ""
 }
 
-// readRemote asks worker id's host for the output of its last run: a
-// host's workers run headless, their output is their screen.
+// readRemote asks worker id's host for its screen: its pane's (a host
+// joined with --tmux), or the output of its last headless run.
 func readRemote(root, host, id string, lines int) (string, error) {
 	if !Serving(root) {
 		return "", fmt.Errorf("read %s: %w: %s runs on host %s, reached through the lead loop", id, ErrNotServing, id, host)
@@ -224,6 +224,9 @@ func readRemote(root, host, id string, lines int) (string, error) {
 	}
 	if r.Error != "" {
 		return "", fmt.Errorf("read %s: host %s: %s", id, host, r.Error)
+	}
+	if r.Pane != "" {
+		return fmt.Sprintf("(%s on host %s, pane %s: its screen)\n%s", id, host, r.Pane, r.Text), nil
 	}
 	return fmt.Sprintf("(%s on host %s, headless: the output of its last run, %s)\n%s", id, host, r.Name, r.Text), nil
 }

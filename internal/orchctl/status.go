@@ -220,6 +220,9 @@ func ReadPane(ctx context.Context, root, socket, id string, lines int) (string, 
 
 // SendPane types one line into worker id's pane.
 func SendPane(ctx context.Context, root, socket, id, text string) error {
+	if host := remoteOf(root, id); host != "" {
+		return fmt.Errorf("send to %s: %w: %s runs on host %s, and orch send does not reach a host's panes yet; nothing typed", id, ErrNoFleet, id, host)
+	}
 	p, _, err := pane(root, id)
 	if err != nil {
 		return err
