@@ -98,3 +98,24 @@ func TestPressEnterProvesPane(t *testing.T) {
 		t.Fatal("Enter pressed in another worker's pane")
 	}
 }
+
+// A host's worker's pane is its host's: this machine's tmux is never
+// asked about it (the strict fake fails on any call), even to read it.
+// An orch host's fleet is the workers its token names.
+func TestRemoteWorkerPane(t *testing.T) {
+	f := fake.New(t)
+	fl := testFleet(t, Config{Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: f}, Own: []string{"w3", "w4"}})
+	w := &state.Worker{ID: "w3", Pane: "%4", Remote: "alpha"}
+	if _, err := fl.Capture(context.Background(), w); !errors.Is(err, ErrRemote) {
+		t.Fatalf("capture of a host's pane: %v", err)
+	}
+	if err := fl.PressEnter(context.Background(), w); !errors.Is(err, ErrRemote) {
+		t.Fatalf("Enter in a host's pane: %v", err)
+	}
+	if fl.ShowsFailures(w) {
+		t.Fatal("a host's pane read for failures here")
+	}
+	if ids := fl.LocalIDs(2); fmt.Sprint(ids) != "[w3 w4]" {
+		t.Fatalf("an orch host's workers: %v", ids)
+	}
+}

@@ -141,6 +141,7 @@ func Join(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("host: %w", err)
 	}
 	d.cfg, d.tok, d.repo, d.fleet, d.js, d.store, d.log = cfg, tok, repo, fl, js, store, log
+	d.publish = d.publishJS
 	d.spool, d.signer, d.running, d.lastLog = filepath.Join(dir, orchdir.Spool), srv.SignerKey, map[string]int{}, map[string]string{}
 	d.runs = d.loadRuns()
 	// Runs an earlier orch host started: their agents outlive it (their
@@ -232,6 +233,9 @@ type daemon struct {
 	running map[string]int
 	lastLog map[string]string // each worker's last run's log, by name
 	runs    map[string]run    // the runs still going, as saved in orchdir.HostRuns
+	// publish keeps a record of the host's in its stream (publishJS;
+	// unit tests look at what it is given).
+	publish func(ctx context.Context, subject string, e event.Event) error
 	// panes is the host's tmux fleet's record and sessions (nil: its
 	// workers run headless).
 	panes *panes

@@ -49,18 +49,11 @@ type panes struct {
 // upPanes brings up the host's panes and the sessions that type into
 // them, and listens to its workers' events on its own server.
 func (d *daemon) upPanes(ctx context.Context, nc *nats.Conn) (*nats.Subscription, error) {
-	p := &panes{st: state.New(), heard: make(chan event.Event, 256)}
+	p := d.newPanes()
 	started, err := d.fleet.Up(ctx, p.st, len(d.tok.Workers))
 	if err != nil {
 		return nil, err
 	}
-	p.sessions = session.New(session.Config{Fleet: d.fleet, Profile: d.cfg.Profile, StartTimeout: session.DefaultStartTimeout, AckTimeout: ackTimeout,
-		Log: d.log, Now: time.Now, WorkDir: func(id string) string { return fleet.WorkDir(d.repo.Root, config.Worktree, id) },
-		Save:     func() error { return nil }, // the record is this process's (see above)
-		Schedule: func(context.Context) {},    // the lead schedules
-		After:    func(fn func(*state.State)) { p.after = append(p.after, fn) },
-		Tell:     d.tell})
-	d.panes = p
 	p.sessions.Started(started)
 	sub, err := nc.Subscribe(d.tok.Prefix+".ev.*.*", func(m *nats.Msg) {
 		e, err := event.Parse(m.Data)
@@ -81,6 +74,19 @@ func (d *daemon) upPanes(ctx context.Context, nc *nats.Conn) (*nats.Subscription
 		d.log.Info("worker pane", "worker", w.ID, "pane", w.Pane, "starting", w.Starting)
 	}
 	return sub, nil
+}
+
+// newPanes makes the host's record and the sessions working on it.
+func (d *daemon) newPanes() *panes {
+	p := &panes{st: state.New(), heard: make(chan event.Event, 256)}
+	p.sessions = session.New(session.Config{Fleet: d.fleet, Profile: d.cfg.Profile, StartTimeout: session.DefaultStartTimeout, AckTimeout: ackTimeout,
+		Log: d.log, Now: time.Now, WorkDir: func(id string) string { return fleet.WorkDir(d.repo.Root, config.Worktree, id) },
+		Save:     func() error { return nil }, // the record is this process's (see above)
+		Schedule: func(context.Context) {},    // the lead schedules
+		After:    func(fn func(*state.State)) { p.after = append(p.after, fn) },
+		Tell:     d.tell})
+	d.panes = p
+	return p
 }
 
 // runPane types plan's dispatch line into the worker's pane (the
@@ -235,13 +241,20 @@ func (d *daemon) tell(cb *event.Callback) {
 	}
 }
 
+// publishJS keeps e in the host's stream under subject, its id the
+// message id.
+func (d *daemon) publishJS(ctx context.Context, subject string, e event.Event) error {
+	_, err := d.js.Publish(ctx, subject, e.Marshal(), jetstream.WithMsgID(e.ID))
+	return err
+}
+
 // record puts the host's record e about one of its workers into its
 // stream, for the lead: under the worker's subjects, with its id as the
 // message id (a record made twice counts once).
 func (d *daemon) record(ctx context.Context, e event.Event) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := d.js.Publish(ctx, hosts.RecordSubject(d.tok.Prefix, e.Worker, string(e.Kind)), e.Marshal(), jetstream.WithMsgID(e.ID)); err != nil {
+	if err := d.publish(ctx, hosts.RecordSubject(d.tok.Prefix, e.Worker, string(e.Kind)), e); err != nil {
 		d.log.Error("record not kept", "kind", e.Kind, "plan", e.Plan, "worker", e.Worker, "err", err)
 	}
 }

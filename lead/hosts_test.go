@@ -8,6 +8,7 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/hosts"
+	"github.com/orch-dev/orch/internal/state"
 )
 
 // hostMsg is a delivery with the source header the lead's server writes
@@ -48,6 +49,7 @@ func TestHostRefusal(t *testing.T) {
 		{"a command from a host", "alpha", "", event.Dispatch, "sent a dispatch command"},
 		{"the lead's command naming a host's worker", "", "w3", event.Dispatch, ""},
 		{"a host's record of its worker's exit", "alpha", "w4", event.Exited, ""},
+		{"a host's record of its worker's pane death", "alpha", "w4", event.Died, ""},
 		{"a removed host", "gamma", "w3", event.Done, "host gamma, which is not registered"},
 		{"not a host's stream", "OTHER", "w3", event.Done, "not a host's"},
 	} {
@@ -63,5 +65,29 @@ func TestHostRefusal(t *testing.T) {
 		case c.refused != "" && !strings.Contains(got, c.refused):
 			t.Errorf("%s: got %q, want a refusal saying %q", c.name, got, c.refused)
 		}
+	}
+}
+
+// A host's pane worker's died (its host's record; its workers' keys may
+// not send one there) is taken without asking this machine's tmux, whose
+// pane ids are not the host's: the worker is dead and its plan goes out
+// again. One naming another pane is not about this worker's.
+func TestRemotePaneDied(t *testing.T) {
+	l, _ := testLoop(t)
+	w := l.st.Worker("w1")
+	w.Remote, w.Host, w.Pane = "alpha", "alpha", "%5"
+	other := event.New(event.Died, "", "pane %1 exited (process 9) on host alpha", "w1", "alpha")
+	other.Pane = "%1"
+	if _, note := l.died(other); !strings.Contains(note.Text, "not w1's pane %5") {
+		t.Fatalf("a died about another pane: %v", note)
+	}
+	e := event.New(event.Died, "", "pane %5 exited (process 9) on host alpha", "w1", "alpha")
+	e.Pane = "%5"
+	cb, _ := l.died(e)
+	if w.State != state.WorkerDead || !strings.Contains(w.Reason, "on host alpha") || cb == nil || cb.Kind != event.CallbackDied {
+		t.Fatalf("worker %+v, callback %+v", w, cb)
+	}
+	if p := l.st.Plans["p"]; p.State != state.PlanQueued || p.Worker != "" {
+		t.Fatalf("plan after its worker's pane died: %+v", p)
 	}
 }
