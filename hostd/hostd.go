@@ -15,8 +15,9 @@
 // record, a pane's death as died; a log request reads a pane's screen, or
 // a headless run's output; a bundle commits what a worker left on its
 // plan branch and puts a git bundle of it into the host's work store for
-// the lead to take. Not built yet (named in the README): the setup
-// command and .worktreeinclude on a host.
+// the lead to take. A worktree gets the files the clone's .worktreeinclude
+// names, from the clone (never committed). Not built yet (named in the
+// README): the setup command on a host.
 package hostd
 
 import (
@@ -351,7 +352,13 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 			return hosts.Reply{}, fmt.Errorf("%w: commit %s is not on remote %s of this clone (it must be the lead's repo, or hold the lead's branches)", ErrBase, git.Short(req.Base), d.cfg.Remote)
 		}
 	}
-	if _, err := d.fleet.Prepare(ctx, fleet.Job{Plan: req.Plan, Worker: req.Worker, Base: req.Base, PlanText: req.PlanMD}); err != nil {
+	// The clone's own .worktreeinclude (at its HEAD) names the files of
+	// this machine's (git-ignored, like .env) each worktree gets.
+	inc, err := fleet.Includes(ctx, d.repo)
+	if err != nil {
+		return hosts.Reply{}, err
+	}
+	if _, err := d.fleet.Prepare(ctx, fleet.Job{Plan: req.Plan, Worker: req.Worker, Base: req.Base, PlanText: req.PlanMD, Includes: inc}); err != nil {
 		return hosts.Reply{}, err
 	}
 	if d.panes != nil {
@@ -395,7 +402,12 @@ func (d *daemon) bundle(ctx context.Context, req hosts.Bundle) (hosts.Reply, err
 		return hosts.Reply{}, err
 	}
 	if at == branch && !clean {
-		if _, err := wt.CommitAll(ctx, req.Plan+": "+req.Worker+"'s work on host "+d.tok.Host); err != nil {
+		inc, err := fleet.Includes(ctx, d.repo)
+		if err != nil {
+			return hosts.Reply{}, err
+		}
+		// The included files are this machine's, never committed.
+		if _, err := wt.CommitAll(ctx, req.Plan+": "+req.Worker+"'s work on host "+d.tok.Host, inc...); err != nil {
 			return hosts.Reply{}, err
 		}
 	}

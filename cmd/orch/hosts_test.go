@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/hosts"
 	"github.com/orch-dev/orch/internal/eventually"
 	"github.com/orch-dev/orch/internal/netns"
@@ -115,7 +116,11 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		// Long enough for the link to be cut while they run.
 		plan(n, fmt.Sprintf("Plan q%d.\nagent: sleep 3s\nagent: write out/%s.txt made by %s\nagent: status ok-q%d\n", i, n, n, i))
 	}
-	sh(root, "git", "add", "plans")
+	// A host's worktrees get the files its clone's .worktreeinclude names
+	// from the clone (beta's .env), never committed.
+	os.WriteFile(filepath.Join(root, ".gitignore"), []byte(".env\n"), 0o644)
+	os.WriteFile(filepath.Join(root, fleet.IncludeFile), []byte(".env\n"), 0o644)
+	sh(root, "git", "add", "plans", ".gitignore", fleet.IncludeFile)
 	sh(root, "git", "commit", "-qm", "plans")
 
 	lead := netns.RootAddr(t)
@@ -219,6 +224,9 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 		clone := filepath.Join(top, "clone-"+h)
 		run(nss[h].Command(context.Background(), "git", "clone", "-q", remote, clone))
 		clones[h] = clone
+		if h == "beta" {
+			os.WriteFile(filepath.Join(clone, ".env"), []byte("SECRET=beta\n"), 0o600)
+		}
 		hostLogs[h] = &syncBuf{}
 		startHost(h)
 		t.Cleanup(func() {
@@ -324,6 +332,15 @@ func TestHostsAcrossNamespaces(t *testing.T) {
 	if out := sh(root, "orch", "read", betaWorker); !regexp.MustCompile(`on host beta, pane %[0-9]+: its screen`).MatchString(out) ||
 		!strings.Contains(out, "Read plans/p") || !strings.Contains(out, "scripted agent "+betaWorker+" ready") {
 		t.Errorf("orch read %s:\n%s", betaWorker, out)
+	}
+
+	if got, err := os.ReadFile(filepath.Join(fleet.WorktreeDir(clones["beta"], betaWorker), ".env")); err != nil || string(got) != "SECRET=beta\n" {
+		t.Errorf("beta's worktree of %s: .env %q, %v; want beta's clone's, by its %s", betaWorker, got, err, fleet.IncludeFile)
+	}
+	for _, n := range first {
+		if files := sh(root, "git", "ls-tree", "-r", "--name-only", "orch/"+n); strings.Contains(files, ".env") {
+			t.Errorf("plan %s's branch on the lead holds an included file:\n%s", n, files)
+		}
 	}
 
 	// A beta pane killed while its plan runs: beta reports the death, the
