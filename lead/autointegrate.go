@@ -107,7 +107,15 @@ func (l *Loop) dependsOn(name string) []string {
 // integrationReported handles one report of an auto run.
 func (l *Loop) integrationReported(ctx context.Context, r integrationReport) {
 	if r.rec != nil {
-		e := l.record(event.Integrated, event.DerivedID(fmt.Sprintf("integrated %s %s", r.rec.Plan, r.rec.Status)), r.rec.Plan, "", r.rec.Status)
+		// The same outcome of the same attempt, found again after a crash,
+		// is one record; the same outcome of a later attempt (dispatched
+		// again, conflicting in the same files) is a new one, or the broker
+		// would drop it as a copy and the plan would wait for it forever.
+		attempt := 0
+		if p := l.st.Plans[r.rec.Plan]; p != nil {
+			attempt = p.Attempts
+		}
+		e := l.record(event.Integrated, event.DerivedID(fmt.Sprintf("integrated %s %d %s", r.rec.Plan, attempt, r.rec.Status)), r.rec.Plan, "", r.rec.Status)
 		l.inFlight[e.Plan] = true
 		l.fault("before-integrated-record") // the base branch has moved; the record is not out
 		l.publishRecord(e)

@@ -1,11 +1,18 @@
 package lead
 
 import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/integrate"
+	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/state"
 )
 
@@ -89,5 +96,58 @@ func TestRestack(t *testing.T) {
 	}
 	if got := l.st.StaleStack(started); len(got) != 1 || got[0] != "y (attempt 2; s started from attempt 1)" {
 		t.Errorf("stale %q", got)
+	}
+}
+
+// An auto run's record has an id of its own per attempt: the same conflict
+// after the plan was dispatched again is a new record (the broker would
+// drop a copy, and the plan would wait for it forever), while the same
+// outcome found again for the same attempt (a restart) is the same record.
+func TestIntegrationRecordIDPerAttempt(t *testing.T) {
+	orchDir := filepath.Join(t.TempDir(), orchdir.Name)
+	spool := filepath.Join(orchDir, orchdir.Spool)
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(context.Background(), broker.Config{Dir: orchDir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	nc, err := b.ConnectLead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close() // every record goes to the spool, where its id can be read
+	l, _ := testLoop(t)
+	l.orchDir, l.nc, l.b = orchDir, nc, b
+	l.inFlight, l.integrateHeld = map[string]bool{}, map[string]time.Time{}
+	l.st.Plans["a"] = &state.Run{Name: "a", State: state.PlanDone, Attempts: 1}
+	report := func() string {
+		t.Helper()
+		rec := event.New(event.Integrated, "a", "conflict: shared.txt", "", "")
+		l.integrationReported(context.Background(), integrationReport{rec: &rec})
+		files, err := os.ReadDir(spool)
+		if err != nil || len(files) != 1 {
+			t.Fatalf("spool holds %d files (%v), want 1", len(files), err)
+		}
+		path := filepath.Join(spool, files[0].Name())
+		got, err := event.ReadSpoolFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(path)
+		return got.Event.ID
+	}
+	first := report()
+	if !l.inFlight["a"] {
+		t.Error("the record is not marked in flight")
+	}
+	if again := report(); again != first {
+		t.Errorf("the same attempt's outcome found again got id %s, want %s", again, first)
+	}
+	l.st.Plans["a"].Attempts = 2
+	if second := report(); second == first {
+		t.Errorf("attempt 2's conflict has attempt 1's id %s: it would be dropped as a copy", first)
 	}
 }
