@@ -3,6 +3,7 @@ package lead
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/orch-dev/orch/event"
@@ -130,10 +131,22 @@ func (l *Loop) integrationReported(ctx context.Context, r integrationReport) {
 			l.holdIntegration(n)
 		}
 	}
+	notIn := map[string]bool{}
+	for _, s := range r.steps {
+		if s.Outcome != integrate.Integrated {
+			notIn[s.Plan] = true
+		}
+	}
 	for _, s := range r.steps {
 		// What was not recorded (a missing branch, a git error) is not
 		// tried again by itself until the
 		// plan changes: orch integrate tries it when asked.
+		if s.Outcome == integrate.Skipped && slices.ContainsFunc(l.dependsOn(s.Plan), func(d string) bool { return notIn[d] }) {
+			// Skipped for a dependency that did not go in: it waits for that
+			// one (toIntegrate), and goes once it is in, by itself or by
+			// orch integrate, with its own record unchanged.
+			continue
+		}
 		if s.Moved {
 			// Harvest commits came between its gates and the base branch's
 			// move: the next run (after this report) tries it again.

@@ -151,3 +151,32 @@ func TestIntegrationRecordIDPerAttempt(t *testing.T) {
 		t.Errorf("attempt 2's conflict has attempt 1's id %s: it would be dropped as a copy", first)
 	}
 }
+
+// The end of an auto run holds back a plan it could not take (a git error)
+// until its record changes, but not a plan skipped because a dependency
+// did not go in this run: that one waits for its dependency alone, and
+// goes once the dependency is in (here a's base branch kept moving, so a
+// is tried again and b with it).
+func TestIntegrationEndHolds(t *testing.T) {
+	l, _ := testLoop(t)
+	l.inFlight, l.integrateHeld = map[string]bool{}, map[string]time.Time{}
+	l.st.Plans = map[string]*state.Run{
+		"a": {Name: "a", State: state.PlanDone, Updated: testNow, Def: &state.Def{}},
+		"b": {Name: "b", State: state.PlanDone, Updated: testNow, Def: &state.Def{DependsOn: []string{"a"}}},
+		"c": {Name: "c", State: state.PlanDone, Updated: testNow, Def: &state.Def{}},
+	}
+	l.integrating = true
+	l.integrationReported(context.Background(), integrationReport{end: true, names: []string{"a", "b", "c"}, steps: []integrate.Step{
+		{Plan: "a", Outcome: integrate.Failed, Reason: "main kept moving", Moved: true},
+		{Plan: "b", Outcome: integrate.Skipped, Reason: "depends on a, which was not integrated"},
+		{Plan: "c", Outcome: integrate.Failed, Reason: "git broke"},
+	}})
+	if l.integrating {
+		t.Error("still integrating after the end")
+	}
+	got := l.toIntegrate()
+	slices.Sort(got)
+	if want := []string{"a", "b"}; !slices.Equal(got, want) {
+		t.Errorf("next run takes %v, want %v (c held, b not)", got, want)
+	}
+}
