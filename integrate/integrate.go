@@ -214,7 +214,7 @@ func approved(st *state.State, named []string) ([]string, error) {
 				return nil, fmt.Errorf("plan %s: %w: it is a verification round of %s, integrate that", n, ErrNotApproved, p.VerifyOf)
 			}
 			if p.State == state.PlanConflict && p.Unmerged != nil {
-				return nil, fmt.Errorf("plan %s: %w: it never ran (%s)", n, ErrNotApproved, p.Reason)
+				return nil, fmt.Errorf("plan %s: %w: it never ran, %s", n, ErrNotApproved, p.Reason)
 			}
 			if !ok(p) {
 				return nil, fmt.Errorf("plan %s: %w: it is %s; only done or verified plans are integrated", n, ErrNotApproved, p.State)

@@ -104,7 +104,8 @@ func (l *Loop) prepareFailed(p *state.Run, w *state.Worker, err error) outcome {
 			names = append(names, d.Plan)
 			p.Stack = append(p.Stack, state.StackDep{Plan: d.Plan, Attempt: d.Attempt})
 		}
-		p.Reason = "its dependencies' branches (" + strings.Join(names, ", ") + ") conflict in " + strings.Join(ce.Files, ", ")
+		p.Reason = "its dependencies' branches (" + strings.Join(names, ", ") + ") conflict in " + strings.Join(ce.Files, ", ") +
+			": dispatch one of them again to agree with the others (" + p.Name + " follows by itself once it is done), or merge one's branch into another's by hand and orch dispatch " + p.Name
 		l.st.Outbox = append(l.st.Outbox, event.NewCallback(event.CallbackConflict, fmt.Sprintf("stack-%s-%d", p.Name, stamp), p.Name, "", strings.Join(ce.Files, ", "), ""))
 		l.log.Warn("dependencies conflict: plan not dispatched", "plan", p.Name, "files", strings.Join(ce.Files, ","))
 	case errors.Is(err, gates.ErrSetup), errors.Is(err, fleet.ErrInclude), errors.Is(err, fleet.ErrBranchHeld), errors.Is(err, fleet.ErrPlanContent):
