@@ -520,6 +520,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	l.sessions.Resume(ctx, l.st)
 	l.schedule(ctx)
 	// Approved plans left by the last run (a crash mid-integration too).
+	if l.conf.AutoIntegrate && !l.isolated() {
+		l.log.Warn("integrate: auto has no effect in shared isolation: the workers' work is on the base branch already", "isolation", l.conf.Isolation)
+	}
 	l.autoIntegrate(ctx)
 	if cfg.Ready != nil {
 		cfg.Ready(l.b.URL())
