@@ -80,6 +80,9 @@ type Config struct {
 	Isolation    string   `yaml:"isolation,omitempty" json:"isolation"`
 	Setup        string   `yaml:"setup,omitempty" json:"setup,omitempty"`
 	SetupTimeout Duration `yaml:"setup_timeout,omitempty" json:"setup_timeout,omitempty"`
+	// PlanTimeout bounds how long a worker may hold a plan whose PLAN.md
+	// gives no timeout of its own; 0: no bound.
+	PlanTimeout Duration `yaml:"plan_timeout,omitempty" json:"plan_timeout,omitempty"`
 	// Integrate is the method, merge or rebase (an auto value in the file
 	// is read into AutoIntegrate and its method).
 	Integrate string `yaml:"integrate,omitempty" json:"integrate"`
@@ -133,10 +136,40 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil || v <= 0 {
-		return fmt.Errorf("line %d: %q is not a positive duration like 90s or 5m", n.Line, n.Value)
+		return &durationError{line: n.Line, col: n.Column, value: n.Value}
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// durationError is a duration that does not parse; Parse names its key.
+type durationError struct {
+	line, col int
+	key       string
+	value     string
+}
+
+func (e *durationError) Error() string {
+	at := fmt.Sprintf("line %d", e.line)
+	if e.key != "" {
+		at = e.key + " (line " + fmt.Sprint(e.line) + ")"
+	}
+	return fmt.Sprintf("%s: %q is not a positive duration like 90s, 5m or 1h30m", at, e.value)
+}
+
+// keyOf finds the key of the top-level value at line and col of data.
+func keyOf(data []byte, line, col int) string {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return ""
+	}
+	m := doc.Content[0]
+	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if v := m.Content[i+1]; v.Line == line && v.Column == col {
+			return m.Content[i].Value
+		}
+	}
+	return ""
 }
 
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
@@ -165,6 +198,10 @@ func Parse(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var de *durationError
+		if errors.As(err, &de) {
+			de.key = keyOf(data, de.line, de.col)
+		}
 		return nil, fmt.Errorf("%w: %v (fix %s at the repo root)", ErrInvalid, err, File)
 	}
 	if c.Isolation == "" {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -75,6 +76,32 @@ func TestParseRefuses(t *testing.T) {
 	} {
 		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: got %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// TestPlanTimeout: the fleet's default time limit per plan, and a bad
+// one refused naming its key and line.
+func TestPlanTimeout(t *testing.T) {
+	c, err := Parse([]byte("isolation: shared\nplan_timeout: 45m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(c.PlanTimeout); got != 45*time.Minute {
+		t.Errorf("PlanTimeout = %s, want 45m", got)
+	}
+	if c, _ := Parse(nil); c.PlanTimeout != 0 {
+		t.Errorf("default PlanTimeout = %s, want none", time.Duration(c.PlanTimeout))
+	}
+	for _, tc := range []struct{ data, want string }{
+		{"isolation: shared\nplan_timeout: 45\n", `plan_timeout (line 2): "45" is not a positive duration`},
+		{"plan_timeout: -3s\n", `plan_timeout (line 1): "-3s"`},
+		{"plan_timeout: 0s\n", `plan_timeout (line 1): "0s"`},
+		{"setup: x\nsetup_timeout: soon\n", `setup_timeout (line 2): "soon"`},
+	} {
+		_, err := Parse([]byte(tc.data))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fix orch.yaml") {
+			t.Errorf("%q: got %v, want ErrInvalid saying %q", tc.data, err, tc.want)
 		}
 	}
 }

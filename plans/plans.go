@@ -74,6 +74,11 @@ type Plan struct {
 	Verify         int      `yaml:"verify,omitempty" json:"verify,omitempty"` // rounds of verification: 0, 1 or 3
 	Priority       int      `yaml:"priority,omitempty" json:"priority,omitempty"`
 	Bet            *Bet     `yaml:"bet,omitempty" json:"bet,omitempty"`
+	// Timeout bounds how long a worker may hold the plan, from its
+	// dispatch: a Go duration ("45m", "1h30m"). Past it the lead loop
+	// interrupts the agent and the plan is timed-out. Empty: orch.yaml's
+	// plan_timeout, if any.
+	Timeout string `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	Body           string   `yaml:"-" json:"body,omitempty"` // markdown after the front matter
 }
 
@@ -252,6 +257,11 @@ func (p *Plan) check() *fieldError {
 	if p.Verify != 0 && p.Verify != 1 && p.Verify != 3 {
 		return &fieldError{[]string{"verify"}, -1, fmt.Errorf("got %d, want 0, 1 or 3 rounds", p.Verify)}
 	}
+	if p.Timeout != "" {
+		if d, err := time.ParseDuration(p.Timeout); err != nil || d <= 0 {
+			return &fieldError{[]string{"timeout"}, -1, fmt.Errorf("got %q, want a positive duration like 45m, 2h or 1h30m", p.Timeout)}
+		}
+	}
 	if b := p.Bet; b != nil {
 		if b.Direction != "" && b.Direction != "lower" && b.Direction != "higher" {
 			return &fieldError{[]string{"bet", "direction"}, -1, fmt.Errorf("got %q, want \"lower\" or \"higher\"", b.Direction)}
@@ -328,7 +338,17 @@ func (p *Plan) Validate() error {
 }
 
 func (p *Plan) hasFrontMatter() bool {
-	return len(p.DependsOn) > 0 || p.DependsOnState != "" || len(p.Acceptance) > 0 || p.Verify != 0 || p.Priority != 0 || p.Bet != nil
+	return len(p.DependsOn) > 0 || p.DependsOnState != "" || len(p.Acceptance) > 0 || p.Verify != 0 || p.Priority != 0 || p.Bet != nil || p.Timeout != ""
+}
+
+// TimeLimit is the plan's timeout, 0 when it gives none (or one that
+// does not parse: Parse and Validate refuse those).
+func (p *Plan) TimeLimit() time.Duration {
+	d, err := time.ParseDuration(p.Timeout)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }
 
 // Render returns the PLAN.md bytes for p: front matter when any of its

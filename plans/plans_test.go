@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateName(t *testing.T) {
@@ -83,6 +84,7 @@ func TestRenderParseRoundTrip(t *testing.T) {
 		}},
 		{"smallest bet", Plan{Name: "a", Bet: &Bet{Metric: "m", Direction: "lower", Target: f64(1)}, Body: "x"}},
 		{"zero baseline", Plan{Name: "a", Bet: &Bet{Metric: "m", Direction: "higher", Target: f64(0), Baseline: f64(0)}}},
+		{"timeout alone", Plan{Name: "a", Timeout: "1h30m", Body: "x"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +95,42 @@ func TestRenderParseRoundTrip(t *testing.T) {
 			}
 			if !reflect.DeepEqual(*got, tc.plan) {
 				t.Errorf("round trip:\n got %+v\nwant %+v\nrendered:\n%s", *got, tc.plan, data)
+			}
+		})
+	}
+}
+
+// TestPlanValidate: what orch plan new writes is checked as Parse checks
+// a file, naming the field; a plan's time limit is read as a duration.
+func TestPlanValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		plan   Plan
+		wantIn string // "" when valid
+		limit  time.Duration
+	}{
+		{"no timeout", Plan{Name: "a"}, "", 0},
+		{"timeout", Plan{Name: "a", Timeout: "3s"}, "", 3 * time.Second},
+		{"timeout with units", Plan{Name: "a", Timeout: "1h30m"}, "", 90 * time.Minute},
+		{"timeout bad", Plan{Name: "a", Timeout: "3 seconds"}, `timeout: got "3 seconds", want a positive duration`, 0},
+		{"timeout negative", Plan{Name: "a", Timeout: "-1s"}, `timeout: got "-1s"`, 0},
+		{"bet bad date", Plan{Name: "a", Bet: &Bet{Metric: "m", Direction: "lower", Target: f64(1), CheckBy: "2026-02-30"}}, "bet.check_by", 0},
+		{"bet no metric", Plan{Name: "a", Bet: &Bet{MetricCmd: "./m", Direction: "lower", Target: f64(1)}}, "bet.metric: missing", 0},
+		{"bet no direction", Plan{Name: "a", Bet: &Bet{Metric: "m", Target: f64(1)}}, "bet.direction: missing", 0},
+		{"bet no target", Plan{Name: "a", Bet: &Bet{Metric: "m", Direction: "higher"}}, "bet.target: missing", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.plan.Validate()
+			if tc.wantIn == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+			} else if err == nil || !errors.Is(err, ErrFrontMatter) || !strings.Contains(err.Error(), tc.wantIn) {
+				t.Fatalf("Validate() = %v, want ErrFrontMatter containing %q", err, tc.wantIn)
+			}
+			if got := tc.plan.TimeLimit(); got != tc.limit {
+				t.Errorf("TimeLimit() = %s, want %s", got, tc.limit)
 			}
 		})
 	}
@@ -140,6 +178,11 @@ func TestParseErrors(t *testing.T) {
 		{"bet without metric", "---\nbet:\n  metric_cmd: ./bench\n  direction: lower\n  target: 1\n---\n", []string{"line 3:", "bet.metric", "missing"}, ErrFrontMatter},
 		{"bet without direction", "---\nbet:\n  metric: m\n  target: 1\n---\n", []string{"bet.direction", "missing"}, ErrFrontMatter},
 		{"bet without target", "---\nbet:\n  metric: m\n  direction: lower\n---\n", []string{"bet.target", "missing"}, ErrFrontMatter},
+		{"bet with a bad date", "---\nbet:\n  metric: m\n  direction: lower\n  target: 1\n  check_by: next week\n---\n", []string{"line 6:", "bet.check_by", `"next week"`, "YYYY-MM-DD"}, ErrFrontMatter},
+		{"timeout not a duration", "---\npriority: 1\ntimeout: soon\n---\n", []string{"line 3:", "timeout", `"soon"`, "45m"}, ErrFrontMatter},
+		{"timeout without a unit", "---\ntimeout: 30\n---\n", []string{"line 2:", "timeout", `"30"`}, ErrFrontMatter},
+		{"timeout zero", "---\ntimeout: 0s\n---\n", []string{"timeout", "positive"}, ErrFrontMatter},
+		{"timeout negative", "---\ntimeout: -5m\n---\n", []string{"timeout", `"-5m"`}, ErrFrontMatter},
 		{"check_by datetime", "---\nbet:\n  check_by: 2026-01-01T00:00:00Z\n---\n", []string{"line 3:", "bet.check_by"}, ErrFrontMatter},
 		{"bad dep name", "---\ndepends_on:\n  - ok\n  - ../etc\n---\n", []string{"line 4:", "depends_on[1]", `"../etc"`}, ErrBadName},
 		{"bad dep name wraps front matter", "---\ndepends_on: [A]\n---\n", []string{"line 2:"}, ErrFrontMatter},

@@ -19,6 +19,7 @@ type planNewOptions struct {
 	Accept    []string
 	Priority  int
 	Verify    int
+	Timeout   string
 	Body      string
 	BodyFile  string
 }
@@ -42,6 +43,7 @@ func newPlanCmd(s streams) *cobra.Command {
 	newCmd.Flags().StringArrayVar(&o.Accept, "accept", nil, "acceptance command the lead loop runs (repeatable)")
 	newCmd.Flags().IntVar(&o.Priority, "priority", 0, "higher is dispatched first")
 	newCmd.Flags().IntVar(&o.Verify, "verify", 0, "rounds of independent verification after harvest: 0, 1 or 3")
+	newCmd.Flags().StringVar(&o.Timeout, "timeout", "", "how long a worker may hold the plan before the lead loop interrupts it (e.g. 45m; default: orch.yaml's plan_timeout)")
 	newCmd.Flags().StringVar(&o.BodyFile, "body-file", "", "read the task text from this file (- for stdin)")
 	newCmd.Flags().StringVar(&o.Body, "body", "", "the task text for the worker (default: a template to edit)")
 	cmd.AddCommand(newCmd)
@@ -75,7 +77,7 @@ func planNewRun(ctx context.Context, o *planNewOptions, s streams) error {
 	if !strings.HasSuffix(body, "\n") {
 		body += "\n"
 	}
-	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Verify: o.Verify, Body: body}
+	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Verify: o.Verify, Timeout: o.Timeout, Body: body}
 	sha, err := orchctl.NewPlan(ctx, root, p)
 	if err != nil {
 		return err
