@@ -99,7 +99,7 @@ type Bar struct {
 
 // alertStates are the plan states a person must act on, most urgent first.
 var alertStates = map[string]int{
-	string(state.PlanNeedsInput): 0, string(state.PlanBlocked): 1, string(state.PlanFailed): 2,
+	string(state.PlanNeedsInput): 0, string(state.PlanBlocked): 1, string(state.PlanFailed): 2, string(state.PlanTimedOut): 2,
 	string(state.PlanConflict): 3, string(state.PlanRefuted): 4,
 }
 

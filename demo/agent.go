@@ -29,6 +29,11 @@ type Agent struct {
 	In     io.Reader
 	Out    io.Writer
 	Runner runner.Runner
+	// Interrupts, when set, delivers the agent's interrupts (SIGINT: a
+	// Ctrl-C in its pane, or the lead loop's at a plan's timeout). Like a
+	// real agent's Escape, one stops the plan at work and the agent goes
+	// back to reading lines.
+	Interrupts <-chan os.Signal
 }
 
 // Run serves dispatch lines until in is closed or ctx is done.
@@ -58,6 +63,7 @@ type directives struct {
 	doneTwice bool
 	exit      bool
 	noStart   bool
+	stubborn  bool // interrupts do not stop its sleep
 	writes    [][2]string
 	claims    []string
 }
@@ -86,6 +92,8 @@ func parseDirectives(body string) directives {
 			d.exit = true
 		case "no-start":
 			d.noStart = true
+		case "stubborn":
+			d.stubborn = true
 		case "claim":
 			d.claims = append(d.claims, arg)
 		case "write":
@@ -98,6 +106,9 @@ func parseDirectives(body string) directives {
 
 // plan executes one plan; it reports whether the agent should exit.
 func (a *Agent) plan(ctx context.Context, name string) bool {
+	for len(a.Interrupts) > 0 {
+		<-a.Interrupts // one that came while no plan was at work stops nothing
+	}
 	fmt.Fprintf(a.Out, "→ plan %s\n", name)
 	if !a.start(ctx, name) {
 		return false
@@ -119,8 +130,16 @@ func (a *Agent) plan(ctx context.Context, name string) bool {
 	if d.sleep > 0 {
 		fmt.Fprintf(a.Out, "  working for %s\n", d.sleep)
 		t := time.NewTimer(d.sleep) // simulated work, one timer
+		interrupts := a.Interrupts
+		if d.stubborn {
+			interrupts = nil
+		}
 		select {
 		case <-t.C:
+		case <-interrupts:
+			t.Stop()
+			fmt.Fprintf(a.Out, "  interrupted: plan %s stopped\n", name)
+			return false
 		case <-ctx.Done():
 			t.Stop()
 			return true

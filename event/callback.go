@@ -11,10 +11,12 @@ type CallbackKind string
 
 // Callback kinds.
 const (
-	CallbackDone     CallbackKind = "done"
-	CallbackBlocked  CallbackKind = "blocked"
-	CallbackFailed   CallbackKind = "failed"
-	CallbackDied     CallbackKind = "died" // Plan holds the worker id
+	CallbackDone    CallbackKind = "done"
+	CallbackBlocked CallbackKind = "blocked"
+	CallbackFailed  CallbackKind = "failed"
+	CallbackDied    CallbackKind = "died" // Plan holds the worker id
+	// The plan reached its timeout; its agent was interrupted.
+	CallbackTimedOut CallbackKind = "timed-out"
 	CallbackVerified CallbackKind = "verified"
 	CallbackRefuted  CallbackKind = "refuted"
 	// From orch integrate.
@@ -40,7 +42,7 @@ type Callback struct {
 
 // NewCallback builds the callback of kind for the event with id eventID.
 func NewCallback(kind CallbackKind, eventID, plan, worker, status, commit string) *Callback {
-	word := map[CallbackKind]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED",
+	word := map[CallbackKind]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED", CallbackTimedOut: "WORKER-TIMED-OUT",
 		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED", CallbackIntegrated: "INTEGRATED", CallbackConflict: "CONFLICT",
 		CallbackNeedsInput: "WORKER-NEEDS-INPUT", CallbackIdle: "WORKER-IDLE"}[kind]
 	line := fmt.Sprintf("%s %s: %s", word, plan, OneLine(status))

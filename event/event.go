@@ -46,6 +46,11 @@ const (
 	Prepared   Kind = "prepared"   // lead record: the setup command for Plan's attempt Attempt on Worker ended; Status: "ok" or "failed: <why>"
 	Exited     Kind = "exited"     // lead record: a headless worker's process for Plan (attempt Attempt) ended; Status: how
 	Integrated Kind = "integrated" // lead record: orch integrate's outcome for Plan; Status: "integrated <sha>", "conflict: <files>" or "failed: <why>"
+	TimedOut   Kind = "timed-out"  // lead record: attempt Attempt of Plan on Worker reached its deadline
+	// lead record: a bet's metric command for attempt Attempt of Plan on
+	// Worker ended; Status: "<phase> <value>" or "<phase> error: <why>",
+	// phase baseline (at dispatch) or harvest.
+	Measured Kind = "measured"
 )
 
 // WorkerKinds are the kinds orch-notify accepts on its command line.
@@ -118,7 +123,8 @@ func Subject(prefix string, e Event) string {
 // IsCommand says whether events of kind k are the lead's own (its
 // commands and records), which no worker may send.
 func IsCommand(k Kind) bool {
-	return k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared
+	return k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared ||
+		k == TimedOut || k == Measured
 }
 
 // NoWorker stands for the worker in the subject of an event that names
@@ -210,7 +216,7 @@ func CarriesUsage(k Kind) bool { return k == Idle || k == Done || k == Failed }
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Integrated, Exited, Prepared:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Integrated, Exited, Prepared, TimedOut, Measured:
 		return true
 	}
 	return false

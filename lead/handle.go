@@ -182,6 +182,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 		}
 	case event.Prepared:
 		cb, n = l.prepared(ctx, e)
+	case event.TimedOut:
+		cb, n = l.timedOut(e)
 	case event.NeedsInput:
 		cb, n = l.sessions.NeedsInput(l.st, e)
 	case event.Idle:

@@ -79,7 +79,7 @@ func (l *Loop) exited(e event.Event) (*event.Callback, state.Note) {
 		return nil, state.Ignoring("an earlier process of " + w.ID)
 	}
 	now := l.cfg.Now().UTC()
-	w.PID, w.Reason, w.Since = 0, "", now
+	w.PID, w.Reason, w.Since, w.Interrupting = 0, "", now, ""
 	if w.State != state.WorkerDead {
 		w.State = state.WorkerIdle
 	}

@@ -135,6 +135,9 @@ type Config struct {
 	// OnBoard, when set, is given the boards' publisher once it runs
 	// (orch serve --http follows it).
 	OnBoard func(*board.Publisher)
+	// InterruptGrace is how long an agent interrupted at its plan's
+	// timeout has to come back; 0 means DefaultInterruptGrace.
+	InterruptGrace time.Duration
 }
 
 // DefaultAckTimeout is the default dispatch acknowledgement deadline: an
@@ -201,6 +204,10 @@ type Loop struct {
 	// the file. saves counts the saves (tests, and the bench's figure).
 	unsaved bool
 	saves   int
+	// deadlines delivers the plans' time limits as they fire, interrupts
+	// the looks at interrupted agents after their grace (timeout.go).
+	deadlines  chan deadline
+	interrupts chan interruptCheck
 	// publish stores a callback for the lead (toBroker).
 	publish func(*event.Callback) error
 	// gates runs the acceptance gates and setup commands and owns their
@@ -294,9 +301,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.TrimEvery <= 0 {
 		cfg.TrimEvery = DefaultTrimEvery
 	}
+	if cfg.InterruptGrace <= 0 {
+		cfg.InterruptGrace = DefaultInterruptGrace
+	}
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{},
-		integrations: make(chan integrationReport), inFlight: map[string]bool{}, integrateHeld: map[string]time.Time{}}
+		integrations: make(chan integrationReport), inFlight: map[string]bool{}, integrateHeld: map[string]time.Time{},
+		deadlines: make(chan deadline, 64), interrupts: make(chan interruptCheck, 64)}
 	defer close(l.stopped)
 	l.publish = l.toBroker
 	if fi, err := os.Stat(l.orchDir); err != nil || !fi.IsDir() {
@@ -518,6 +529,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	l.flushOutbox()
 	l.sessions.Resume(ctx, l.st)
+	l.resumeDeadlines(ctx)
 	l.schedule(ctx)
 	// Approved plans left by the last run (a crash mid-integration too).
 	if l.conf.AutoIntegrate && !l.isolated() {
@@ -567,6 +579,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.reportSetup(s)
 		case f := <-l.gates.Finished():
 			l.publishGated(f)
+		case d := <-l.deadlines:
+			l.deadlineDue(d)
+		case c := <-l.interrupts:
+			l.interruptDue(ctx, c)
+			l.schedule(ctx)
 		case c := <-l.sessions.Checks():
 			l.sessions.Expired(ctx, l.st, c)
 			l.schedule(ctx)

@@ -315,6 +315,11 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 	now := l.cfg.Now().UTC()
 	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = state.PlanDispatched, w.ID, "", now, false, false
 	p.Typed, p.Enters, p.Echo, p.Waiting, p.IdleEvent = false, 0, 0, false, ""
+	p.Deadline, p.Limit = time.Time{}, ""
+	if d := l.timeLimit(def); d > 0 {
+		// From the dispatch: the setup and the baseline are the lead's time.
+		p.Deadline, p.Limit = now.Add(d), d.String()
+	}
 	p.Attempts++
 	w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
 	if parent := h.parent; parent != nil && parent.Verification != nil {
@@ -369,6 +374,7 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				continue
 			}
 		}
+		l.armDeadline(p)
 		l.log.Info("dispatched", "plan", p.Name, "worker", w.ID, "pane", w.Pane)
 	}
 	if len(l.st.Outbox) > 0 && !l.unsaved {

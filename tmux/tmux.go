@@ -310,6 +310,22 @@ func (c *Client) SendText(ctx context.Context, pane, text string) error {
 	return nil
 }
 
+// SendInterrupt presses Escape, then Ctrl-C, in pane: what stops an
+// agent's turn (Escape for Claude Code, Codex and Gemini CLI; Ctrl-C for a
+// plain program, whose terminal also drops the line it was reading). One
+// Ctrl-C at an agent's empty prompt only offers to quit.
+func (c *Client) SendInterrupt(ctx context.Context, pane string) error {
+	if !ValidPaneID(pane) {
+		return fmt.Errorf("send interrupt: %w: %q", ErrBadPane, pane)
+	}
+	for _, key := range []string{"Escape", "C-c"} {
+		if _, err := c.run(ctx, "send-keys", "-t", pane, key); err != nil {
+			return fmt.Errorf("send interrupt to %s: %s: %w", pane, key, err)
+		}
+	}
+	return nil
+}
+
 // SendEnter presses Enter in pane.
 func (c *Client) SendEnter(ctx context.Context, pane string) error {
 	if !ValidPaneID(pane) {

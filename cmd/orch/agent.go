@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,11 @@ func agentRun(ctx context.Context, s streams, args []string) error {
 	if len(args) == 1 {
 		in = strings.NewReader(args[0] + "\n")
 	}
-	a := &demo.Agent{Dir: wd, In: in, Out: s.Out, Runner: runner.OS{}}
+	// An interrupt stops the plan at work, not the agent (as Escape does a
+	// real agent's turn).
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	a := &demo.Agent{Dir: wd, In: in, Out: s.Out, Runner: runner.OS{}, Interrupts: interrupts}
 	return a.Run(ctx)
 }

@@ -46,6 +46,7 @@ const (
 	PlanVerified   PlanState = "verified"
 	PlanRefuted    PlanState = "refuted"
 	PlanFailed     PlanState = "failed"
+	PlanTimedOut   PlanState = "timed-out"
 	PlanConflict   PlanState = "conflict"
 	PlanIntegrated PlanState = "integrated"
 )
@@ -83,6 +84,10 @@ type Worker struct {
 	Profile string    `json:"profile,omitempty"`
 	Last    string    `json:"last,omitempty"`
 	LastAt  time.Time `json:"last_at,omitzero"`
+	// Interrupting is the plan that timed out on this worker while its
+	// agent is being interrupted: the worker is busy until its agent is
+	// back at its prompt (or its process ended).
+	Interrupting string `json:"interrupting,omitempty"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
@@ -164,6 +169,15 @@ type Run struct {
 	// Unmerged names the files where its dependencies' branches conflict:
 	// set while the plan is in conflict before it was ever dispatched.
 	Unmerged []string `json:"unmerged,omitempty"`
+	// Deadline is when the current attempt's time is up (the plan's
+	// timeout, or orch.yaml's plan_timeout, from its dispatch), zero when
+	// it has none; Limit is that timeout ("3s"). Recorded so that a
+	// restarted lead loop re-arms it.
+	Deadline time.Time `json:"deadline,omitzero"`
+	Limit    string    `json:"limit,omitempty"`
+	// Measuring is set while the bet's metric command runs after the
+	// harvest (off the loop); the ledger entry waits for it.
+	Measuring bool `json:"measuring,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a
 	// late started or done from the same worker still counts.
 	Unacked bool `json:"unacked,omitempty"`
