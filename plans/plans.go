@@ -79,7 +79,7 @@ type Plan struct {
 	// interrupts the agent and the plan is timed-out. Empty: orch.yaml's
 	// plan_timeout, if any.
 	Timeout string `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Body           string   `yaml:"-" json:"body,omitempty"` // markdown after the front matter
+	Body    string `yaml:"-" json:"body,omitempty"` // markdown after the front matter
 }
 
 // ValidateName reports whether name may be used as a plan name. The error
