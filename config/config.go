@@ -80,9 +80,6 @@ type Config struct {
 	Isolation    string   `yaml:"isolation,omitempty" json:"isolation"`
 	Setup        string   `yaml:"setup,omitempty" json:"setup,omitempty"`
 	SetupTimeout Duration `yaml:"setup_timeout,omitempty" json:"setup_timeout,omitempty"`
-	// PlanTimeout bounds how long a worker may hold a plan whose PLAN.md
-	// gives no timeout of its own; 0: no bound.
-	PlanTimeout Duration `yaml:"plan_timeout,omitempty" json:"plan_timeout,omitempty"`
 	// Integrate is the method, merge or rebase (an auto value in the file
 	// is read into AutoIntegrate and its method).
 	Integrate string `yaml:"integrate,omitempty" json:"integrate"`
@@ -93,6 +90,9 @@ type Config struct {
 	// RunAs names the Unix users workers run as: one for every worker, or
 	// one per worker in order (w1 the first). Empty: the lead's own user.
 	RunAs Users `yaml:"run_as,omitempty" json:"run_as,omitempty"`
+	// PlanTimeout bounds how long a worker may hold a plan whose PLAN.md
+	// gives no timeout of its own; 0: no bound.
+	PlanTimeout Duration `yaml:"plan_timeout,omitempty" json:"plan_timeout,omitempty"`
 }
 
 // Users is run_as: a user name, or a list of them.
