@@ -1,5 +1,7 @@
 // Package gates runs the commands orch runs in a plan's code: its
 // acceptance gates, orch.yaml's setup command and a bet's metric command.
+// A Runner also measures a bet's metric for the lead loop (Measure), off
+// its goroutine, the value going out on Measured.
 //
 // How the pieces fit. Run and RunTracked run one `sh -c` in its own process
 // group, with a deadline that kills the whole group from outside: a command
@@ -79,6 +81,7 @@ type Runner struct {
 	cfg      Config
 	orchDir  string
 	finished chan Finished
+	measured chan Measured
 	stopped  chan struct{}
 	stopOnce sync.Once
 
@@ -94,7 +97,7 @@ func New(cfg Config) *Runner {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultGateTimeout
 	}
-	return &Runner{cfg: cfg, orchDir: orchdir.Of(cfg.Root), finished: make(chan Finished, 64), stopped: make(chan struct{})}
+	return &Runner{cfg: cfg, orchDir: orchdir.Of(cfg.Root), finished: make(chan Finished, 64), measured: make(chan Measured, 64), stopped: make(chan struct{})}
 }
 
 // Finished delivers the verdict of each Job once it is done and its
@@ -144,6 +147,62 @@ func (r *Runner) Start(j Job) {
 			case r.finished <- f:
 			case <-r.stopped:
 			}
+		}
+	}()
+}
+
+// MeasureJob is one run of a bet's metric command for the lead loop.
+type MeasureJob struct {
+	Plan  string
+	Phase string // "baseline" (before the dispatch) or "harvest" (after it)
+	// Run tells this run apart from others of the plan: its setup run
+	// for a baseline, its attempt at harvest.
+	Run    int
+	Worker string
+	Dir    string // the worker's checkout
+	Cmd    string
+	As     *runas.User // the worker's user, nil for the lead's
+}
+
+// Measured is a MeasureJob's outcome: the value, or why there is none.
+type Measured struct {
+	MeasureJob
+	Value *float64
+	Err   string
+}
+
+// Measured delivers each Measure's outcome. Nothing comes for a run cut
+// short by Stop.
+func (r *Runner) Measured() <-chan Measured { return r.measured }
+
+// Measure runs j's metric command in its own goroutine, its process group
+// tracked like a gate's; the outcome goes out on Measured. A second
+// Measure of a job that runs is a no-op.
+func (r *Runner) Measure(j MeasureJob) {
+	key := fmt.Sprintf("measure %s %s %d", j.Plan, j.Phase, j.Run)
+	r.mu.Lock()
+	if r.runs == nil {
+		r.runs = map[string]bool{}
+	}
+	if r.runs[key] {
+		r.mu.Unlock()
+		return
+	}
+	r.runs[key] = true
+	r.mu.Unlock()
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			delete(r.runs, key)
+			r.mu.Unlock()
+		}()
+		v, why := measure(j.Dir, j.Cmd, j.As, r.Track)
+		if r.stopping.Load() {
+			return // killed because the lead loop stops: the next start measures again
+		}
+		select {
+		case r.measured <- Measured{MeasureJob: j, Value: v, Err: why}:
+		case <-r.stopped:
 		}
 	}()
 }

@@ -19,9 +19,9 @@ import (
 // DefaultGateTimeout bounds one acceptance command.
 const DefaultGateTimeout = 10 * time.Minute
 
-// metricTimeout bounds one metric command. Metric commands run on the
-// event loop (a baseline must be taken before the line is typed), so they
-// are kept short.
+// metricTimeout bounds one metric command: a baseline holds up its plan's
+// dispatch, so they are kept short. (The lead loop runs them off its
+// goroutine: Runner.Measure.)
 const metricTimeout = 10 * time.Second
 
 // maxCapture bounds the stdout and stderr kept of a command (the tail).
@@ -177,7 +177,12 @@ func (t *tailBuffer) String() string {
 // error that says so; it is never turned into a value.
 // It runs as as when that is set (the worker's user, in its worktree).
 func Measure(root, cmdline string, as *runas.User) (*float64, string) {
-	r := RunTracked(root, cmdline, metricTimeout, as, nil)
+	return measure(root, cmdline, as, nil)
+}
+
+// measure is Measure with its process group reported to track.
+func measure(root, cmdline string, as *runas.User, track func(pgid int, running bool) error) (*float64, string) {
+	r := RunTracked(root, cmdline, metricTimeout, as, track)
 	if r.Failed() {
 		return nil, fmt.Sprintf("metric command %q: %s", cmdline, strings.TrimPrefix(r.Summary(), "gate "+strconv.Quote(cmdline)+" "))
 	}

@@ -184,6 +184,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 		cb, n = l.prepared(ctx, e)
 	case event.TimedOut:
 		cb, n = l.timedOut(e)
+	case event.Measured:
+		cb, n, err = l.measured(ctx, e)
 	case event.NeedsInput:
 		cb, n = l.sessions.NeedsInput(l.st, e)
 	case event.Idle:

@@ -12,7 +12,6 @@ import (
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
-	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/git"
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
@@ -330,8 +329,15 @@ func (l *Loop) harvestAll(ctx context.Context, group []inbound) ([]*harvested, e
 		p.Status, p.Result, p.DoneEvent, p.DoneTime, p.Updated = e.Status, sha, e.ID, e.Time, now
 		h.note = state.Noted("harvested " + git.Short(sha))
 		if b := h.def.Bet; b != nil && b.MetricCmd != "" && p.AtHarvest == nil && p.AtHarvestErr == "" {
-			p.AtHarvest, p.AtHarvestErr = gates.Measure(l.workDir(p.Worker), b.MetricCmd, l.fleet.User(p.Worker))
-			delete(l.turn.tidy, p.Worker) // the metric command may have left files
+			// Measured off the loop (measure.go): its record starts the
+			// gates, or makes the ledger entry. The worker stays busy: the
+			// command runs in its checkout.
+			p.State, p.Reason, p.Measuring = state.PlanVerifying, "metric command running", true
+			j := l.measureJob(p, phaseHarvest, p.Attempts, p.Worker, b.MetricCmd)
+			l.after(func() { l.gates.Measure(j) })
+			delete(l.turn.tidy, p.Worker) // the metric command may leave files
+			h.note.Text += "; metric command running"
+			continue
 		}
 		if len(h.def.Acceptance) > 0 {
 			// The worker stays busy while its gates run in its checkout: in a

@@ -494,6 +494,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer l.gates.Stop()
 	l.reportRegates()
 	l.resumeSetups()
+	l.resumeMeasures()
 	// Pane losses found at start go into the stream after everything the
 	// workers sent before (pending messages, the spool), so a "done" that was
 	// waiting is harvested before its plan could be queued again.
@@ -579,6 +580,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.reportSetup(s)
 		case f := <-l.gates.Finished():
 			l.publishGated(f)
+		case m := <-l.gates.Measured():
+			l.publishMeasured(m)
 		case d := <-l.deadlines:
 			l.deadlineDue(d)
 		case c := <-l.interrupts:
@@ -656,6 +659,8 @@ func (l *Loop) drain() {
 		select {
 		case f := <-l.gates.Finished():
 			l.publishGated(f)
+		case m := <-l.gates.Measured():
+			l.publishMeasured(m)
 		default:
 			return
 		}

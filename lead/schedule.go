@@ -228,8 +228,9 @@ type handoff struct {
 	w           *state.Worker
 	was, wasPar state.Run
 	wasW        state.Worker
-	setup       bool      // the setup command runs first
-	next        time.Time // the stagger's next dispatch before this one
+	setup       bool              // the setup command runs first
+	measure     *gates.MeasureJob // the bet's baseline is measured first
+	next        time.Time         // the stagger's next dispatch before this one
 }
 
 // undo takes back hand-offs whose record could not be saved, and the
@@ -304,14 +305,20 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 			return goOn, h
 		}
 	}
-	p.Preparing = 0
 	// A bet with a metric command gets its baseline measured by the lead
-	// loop, before the worker can change anything; a second attempt keeps
-	// the first baseline (the first worker may have changed things).
+	// loop, before the worker can change anything, off the loop (measure.go);
+	// a second attempt keeps the first baseline (the first worker may have
+	// changed things).
 	if b := def.Bet; b != nil && b.MetricCmd != "" && p.Baseline == nil && p.BaselineErr == "" {
-		p.Baseline, p.BaselineErr = gates.Measure(l.workDir(w.ID), b.MetricCmd, l.fleet.User(w.ID))
-		l.log.Info("baseline measured", "plan", p.Name, "value", fmtValue(p.Baseline), "error", p.BaselineErr)
+		now := l.cfg.Now().UTC()
+		p.SetupRuns++
+		p.Preparing, p.Measuring, p.Worker, p.Reason, p.Updated = p.SetupRuns, true, w.ID, "measuring the bet's baseline in "+w.ID+"'s checkout", now
+		w.State, w.Plan, w.Since = state.WorkerBusy, p.Name, now
+		j := l.measureJob(p, phaseBaseline, p.Preparing, w.ID, b.MetricCmd)
+		h.measure = &j
+		return goOn, h
 	}
+	p.Preparing, p.Measuring = 0, false
 	now := l.cfg.Now().UTC()
 	p.State, p.Worker, p.Reason, p.Updated, p.Resent, p.Unacked = state.PlanDispatched, w.ID, "", now, false, false
 	p.Typed, p.Enters, p.Echo, p.Waiting, p.IdleEvent = false, 0, 0, false, ""
@@ -338,6 +345,9 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 		switch {
 		case h.setup:
 			l.fleet.RunSetup(p.Name, p.Preparing, w.ID)
+			continue
+		case h.measure != nil:
+			l.gates.Measure(*h.measure)
 			continue
 		case w.Remote != "":
 			if err := l.startRemote(w, p); err != nil {

@@ -41,6 +41,11 @@ func (l *Loop) resumeSetups() {
 		// A run of its own: a record the old run left is told apart.
 		p.SetupRuns++
 		p.Preparing = p.SetupRuns
+		if p.Measuring && p.Def != nil && p.Def.Bet != nil {
+			// Its setup had passed: its baseline is measured again.
+			l.gates.Measure(l.measureJob(p, phaseBaseline, p.Preparing, p.Worker, p.Def.Bet.MetricCmd))
+			continue
+		}
 		l.fleet.RunSetup(p.Name, p.Preparing, p.Worker)
 	}
 	if err := l.save(); err != nil {

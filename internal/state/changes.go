@@ -77,7 +77,7 @@ func (p *Run) DropSetup() {
 	if p.Target == p.Worker {
 		p.Target = ""
 	}
-	p.Preparing, p.Worker, p.Reason = 0, "", "its worker went away during setup; queued again"
+	p.Preparing, p.Measuring, p.Worker, p.Reason = 0, false, "", "its worker went away during setup; queued again"
 }
 
 // MaxHistory bounds the attempts a run keeps for the boards' timeline.
@@ -106,7 +106,7 @@ func (st *State) Track(now time.Time, profile string) {
 		if k := len(p.History); k > 0 && p.History[k-1].End == nil {
 			open = &p.History[k-1]
 		}
-		with := p.Worker != "" && (p.State.Working() || p.State == PlanVerifying && p.Gates || p.State == PlanQueued && p.Preparing != 0)
+		with := p.Worker != "" && (p.State.Working() || p.State == PlanVerifying && (p.Gates || p.Measuring) || p.State == PlanQueued && p.Preparing != 0)
 		if open != nil && open.N > n {
 			// Undone: the hand-off failed before anything reached the
 			// worker (its line, its process, its setup): no attempt.

@@ -175,8 +175,10 @@ type Run struct {
 	// restarted lead loop re-arms it.
 	Deadline time.Time `json:"deadline,omitzero"`
 	Limit    string    `json:"limit,omitempty"`
-	// Measuring is set while the bet's metric command runs after the
-	// harvest (off the loop); the ledger entry waits for it.
+	// Measuring is set while the bet's metric command runs off the loop:
+	// for its baseline (queued, Preparing naming the run) before the line
+	// is typed, or after the harvest (verifying) before the gates and the
+	// ledger entry.
 	Measuring bool `json:"measuring,omitempty"`
 	// Unacked is set when the plan failed because no "started" came: a
 	// late started or done from the same worker still counts.
