@@ -1,0 +1,71 @@
+package lead
+
+import (
+	"testing"
+	"time"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
+)
+
+// TestTimedOut: a timed-out record ends the attempt it names with how long
+// it ran, keeps the worker busy while its agent is interrupted (once the
+// record counts), and has no effect on another attempt or a plan no longer
+// at work.
+func TestTimedOut(t *testing.T) {
+	record := func(attempt int) event.Event {
+		e := event.Record(event.TimedOut, "id", "p", "w1", "", testNow)
+		e.Attempt = attempt
+		return e
+	}
+	t.Run("at work", func(t *testing.T) {
+		l, _ := testLoop(t)
+		p := l.st.Plans["p"]
+		p.Deadline, p.Limit = testNow.Add(-500*time.Millisecond), "3s"
+		cb, n := l.timedOut(record(1))
+		if cb == nil || cb.Line != "WORKER-TIMED-OUT p: ran 3.5s, limit 3s" || cb.Kind != event.CallbackTimedOut {
+			t.Fatalf("callback %+v", cb)
+		}
+		if p.State != state.PlanTimedOut || p.Reason != "ran 3.5s, limit 3s" || n.Kind == state.Ignored {
+			t.Errorf("plan %s (%s), note %+v", p.State, p.Reason, n)
+		}
+		w := l.st.Worker("w1")
+		if w.State != state.WorkerBusy || w.Plan != "" || w.Interrupting != "p" {
+			t.Errorf("worker %+v, want busy interrupting p", w)
+		}
+		if len(l.pending) != 1 {
+			t.Errorf("%d pending, want the interrupt once the record counts", len(l.pending))
+		}
+	})
+	for _, tc := range []struct {
+		name    string
+		attempt int
+		state   state.PlanState
+	}{
+		{"another attempt", 2, state.PlanRunning},
+		{"done first", 1, state.PlanDone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := testLoop(t)
+			p := l.st.Plans["p"]
+			p.Deadline, p.Limit, p.State = testNow, "3s", tc.state
+			cb, n := l.timedOut(record(tc.attempt))
+			if cb != nil || n.Kind != state.Ignored || p.State != tc.state || l.st.Worker("w1").Interrupting != "" {
+				t.Errorf("callback %+v, note %+v, plan %s", cb, n, p.State)
+			}
+		})
+	}
+}
+
+func TestRanFor(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		3*time.Second + 40*time.Millisecond:    "3.0s",
+		59*time.Second + 940*time.Millisecond:  "59.9s",
+		45*time.Minute + 2400*time.Millisecond: "45m2s",
+		2*time.Hour + time.Second:              "2h0m1s",
+	} {
+		if got := ranFor(d); got != want {
+			t.Errorf("ranFor(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
