@@ -2,7 +2,9 @@
 // in a real tmux pane that reads the dispatch line from its terminal the way
 // an agent would, follows the "agent:" lines of the plan, writes RESULT.md
 // and calls orch-notify. Tests use the same agent, and the plan text can tell
-// it to misbehave (block, skip RESULT.md, notify twice, die).
+// it to misbehave (block, skip RESULT.md, notify twice, die, ignore an
+// interrupt). An interrupt (SIGINT) stops the plan at work, as Escape stops
+// a real agent's turn.
 package demo
 
 import (

@@ -13,9 +13,10 @@
 // events and the lead's own commands), fsnotify events on the spool
 // directory (spool.go: events written while the broker was unreachable,
 // published into the stream to arrive like any other), the fleet's and the
-// gates' reports (a pane died, a process exited, a screen changed, a setup
-// or a gate run ended), the outcomes of integrations it runs by itself
-// (autointegrate.go, integrate: auto), one-shot timers, and cancellation. Every message is
+// gates' reports (a pane died, a process exited, a screen changed, a setup,
+// a gate run or a metric command ended), the outcomes of integrations it
+// runs by itself (autointegrate.go, integrate: auto), one-shot timers (a
+// plan's deadline: timeout.go), and cancellation. Every message is
 // handled in that one goroutine, in order: its effect (a harvest commit, a
 // ledger entry, a state change) is committed, its callback for the lead is
 // published, one state save records both, and only then is the message
