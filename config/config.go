@@ -93,6 +93,9 @@ type Config struct {
 	// PlanTimeout bounds how long a worker may hold a plan whose PLAN.md
 	// gives no timeout of its own; 0: no bound.
 	PlanTimeout Duration `yaml:"plan_timeout,omitempty" json:"plan_timeout,omitempty"`
+	// Workers is the fleet orch serve brings up when --workers is not
+	// given: groups of workers per agent profile, in order (workers.go).
+	Workers Fleet `yaml:"workers,omitempty" json:"workers,omitempty"`
 }
 
 // Users is run_as: a user name, or a list of them.

@@ -19,16 +19,18 @@ func (f *Fleet) NotifyBin() string {
 	return "orch-notify"
 }
 
-// WaitsForPrompt says whether new panes start as Starting workers.
-func (f *Fleet) WaitsForPrompt() bool {
-	return f.cfg.Profile != nil && f.cfg.Profile.WaitsForPrompt()
+// WaitsForPrompt says whether worker id's new pane starts as a Starting
+// worker.
+func (f *Fleet) WaitsForPrompt(id string) bool {
+	p := f.Profile(id)
+	return p != nil && p.WaitsForPrompt()
 }
 
 // prepareAgent readies worker id's agent (agent.Profile.Prepare: hooks,
 // permissions, its own configuration under .orch/agents/<id>/) and returns
 // what its command line and environment need.
 func (f *Fleet) prepareAgent(id string) (agent.Setup, error) {
-	p := f.cfg.Profile
+	p := f.Profile(id)
 	if p == nil {
 		return agent.Setup{}, nil
 	}
@@ -54,14 +56,15 @@ func (f *Fleet) prepareAgent(id string) (agent.Setup, error) {
 // what prepareAgent set up. Without a profile it is the --agent command
 // as given.
 func (f *Fleet) paneCommand(id string) (string, map[string]string, error) {
-	if f.cfg.Profile == nil {
-		return f.cfg.Agent, nil, nil
+	g := f.group(id)
+	if g.Profile == nil {
+		return g.Agent, nil, nil
 	}
 	s, err := f.prepareAgent(id)
 	if err != nil {
 		return "", nil, err
 	}
-	return f.cfg.Profile.InteractiveCommand(s.Args), s.Env, nil
+	return g.Profile.InteractiveCommand(s.Args), s.Env, nil
 }
 
 // headlessCommand is the command line that runs one plan headless on
@@ -70,9 +73,10 @@ func (f *Fleet) paneCommand(id string) (string, map[string]string, error) {
 // up; without a profile, the --agent command with the prompt as its last
 // argument.
 func (f *Fleet) headlessCommand(id, prompt string) (string, map[string]string, error) {
-	p := f.cfg.Profile
+	g := f.group(id)
+	p := g.Profile
 	if p == nil {
-		return f.cfg.Agent + " " + ShellQuote(prompt), nil, nil
+		return g.Agent + " " + ShellQuote(prompt), nil, nil
 	}
 	s, err := f.prepareAgent(id)
 	if err != nil {

@@ -32,7 +32,11 @@ type Config struct {
 	// Profile, when set, is what Agent resolved to: each worker runs its
 	// interactive (or headless) command with its hooks installed.
 	Profile *agent.Profile
-	BinDir  string // holds orch-notify; put first on the workers' PATH
+	// Groups, when set, are the agents of the workers this start brings
+	// up, in order (a mixed fleet: agents.go); Agent and Profile are then
+	// only for workers no group and no Adopt names.
+	Groups []Group
+	BinDir string // holds orch-notify; put first on the workers' PATH
 	// Isolation is config.Worktree or config.Shared; Permissions are
 	// orch.yaml's, handed to the agent's preparation.
 	Isolation   string
@@ -128,6 +132,9 @@ type Fleet struct {
 	// the stream is caught up (TakeLost, TakeExits).
 	lost    []Lost
 	pending []Exit
+	// agents are the workers' own agents (agents.go), set before Up and
+	// read on the loop's goroutine only.
+	agents map[string]Group
 }
 
 // New builds the fleet; Close releases it.
@@ -148,6 +155,7 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
 	f.stopR, f.stopW = stop[0], stop[1]
+	f.assignGroups()
 	if cfg.Panes {
 		f.tmux = cfg.Tmux
 		if f.tmux == nil {

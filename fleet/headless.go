@@ -43,7 +43,7 @@ const UnknownStatus = "status unknown: started by an earlier orch serve"
 // TakeExits. Plans whose pane or unstarted process was gone are kept for
 // TakeLost. The caller saves st.
 func (f *Fleet) UpHeadless(st *state.State, workers int) error {
-	if f.cfg.Profile == nil && f.cfg.Agent == "" {
+	if f.cfg.Profile == nil && f.cfg.Agent == "" && len(f.agents) == 0 {
 		return errors.New("headless: no agent command")
 	}
 	busy := false
@@ -56,6 +56,9 @@ func (f *Fleet) UpHeadless(st *state.State, workers int) error {
 	now := f.cfg.Now().UTC()
 	for _, id := range f.LocalIDs(workers) {
 		w := st.EnsureWorker(id, now)
+		// Each plan starts a process of its own: a process of another
+		// agent an earlier start left running ends its plan as it is.
+		f.recordAgent(w)
 		if w.Pane != "" {
 			if f.PaneAlive(w) {
 				return fmt.Errorf("headless: %s's tmux pane %s from an earlier orch serve is still there; stop that fleet with orch down first", id, w.Pane)

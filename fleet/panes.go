@@ -61,9 +61,16 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 			}
 		}
 	}
+	live := map[string]bool{}
+	for id := range found {
+		live[id] = true
+	}
+	if err := f.checkAgents(st, live); err != nil {
+		return nil, err
+	}
 	var started []*state.Worker
 	starting := func(w *state.Worker, now time.Time) {
-		if f.WaitsForPrompt() {
+		if f.WaitsForPrompt(w.ID) {
 			markStarting(w, now)
 			started = append(started, w)
 		}
@@ -79,6 +86,7 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 			// the panes lost at start.
 			w.Headless, w.PID, w.Pane = false, 0, ""
 		}
+		f.recordAgent(w)
 		if p, ok := found[id]; ok {
 			if w.Pane != p.ID {
 				f.log.Info("worker re-adopted in a renumbered pane", "worker", id, "pane", p.ID, "was", w.Pane)

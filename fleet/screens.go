@@ -98,19 +98,21 @@ func (f *Fleet) Capture(ctx context.Context, w *state.Worker) (string, error) {
 
 // ReadScreen captures w's pane and says what it shows.
 func (f *Fleet) ReadScreen(ctx context.Context, w *state.Worker) (agent.ScreenKind, string) {
-	return f.Classify(f.Capture(ctx, w))
+	screen, err := f.Capture(ctx, w)
+	return f.Classify(w.ID, screen, err)
 }
 
-// Classify says what a captured screen shows, for the fleet's profile;
-// for anything else, its last lines.
-func (f *Fleet) Classify(screen string, err error) (agent.ScreenKind, string) {
+// Classify says what a screen captured from worker id's pane shows, for
+// its agent's profile; for anything else, its last lines.
+func (f *Fleet) Classify(id, screen string, err error) (agent.ScreenKind, string) {
 	if err != nil {
 		return agent.ScreenOther, ""
 	}
-	if f.cfg.Profile == nil {
+	p := f.Profile(id)
+	if p == nil {
 		return agent.ScreenOther, LastLines(screen, 8)
 	}
-	kind, what := f.cfg.Profile.ReadScreen(screen)
+	kind, what := p.ReadScreen(screen)
 	if kind == agent.ScreenOther {
 		what = LastLines(screen, 8)
 	}
@@ -136,7 +138,8 @@ func LastLines(s string, n int) string {
 // screen (agent.Profile.ScreenFails): a pane the loop must read when a
 // turn ends.
 func (f *Fleet) ShowsFailures(w *state.Worker) bool {
-	return f.Panes() && !w.Headless && w.Pane != "" && w.Remote == "" && f.cfg.Profile != nil && f.cfg.Profile.ScreenFails()
+	p := f.Profile(w.ID)
+	return f.Panes() && !w.Headless && w.Pane != "" && w.Remote == "" && p != nil && p.ScreenFails()
 }
 
 // FailedOnScreen says whether w's screen shows an error after plan's
@@ -149,14 +152,15 @@ func (f *Fleet) FailedOnScreen(ctx context.Context, w *state.Worker, plan string
 	if err != nil {
 		return "", false
 	}
-	msg, failed := f.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(plan))
+	msg, failed := f.Profile(w.ID).ScreenFailure(screen, plans.RelPlanPath(plan))
 	return event.Clean(msg), failed
 }
 
-// WatchesWork says whether a working plan's screen is read when it
-// changes: its agent shows dialogs or errors only there.
-func (f *Fleet) WatchesWork() bool {
-	return f.cfg.Profile != nil && (f.cfg.Profile.ScreenAsks() || f.cfg.Profile.ScreenFails())
+// WatchesWork says whether the screen of worker id, working on a plan,
+// is read when it changes: its agent shows dialogs or errors only there.
+func (f *Fleet) WatchesWork(id string) bool {
+	p := f.Profile(id)
+	return p != nil && (p.ScreenAsks() || p.ScreenFails())
 }
 
 // WorkSays reads the screen of w, working on plan, and says what it
@@ -164,18 +168,21 @@ func (f *Fleet) WatchesWork() bool {
 // error it stopped on (failed, with its message).
 func (f *Fleet) WorkSays(ctx context.Context, w *state.Worker, plan string) (asks, msg string, failed bool) {
 	screen, err := f.Capture(ctx, w)
-	if err != nil || f.cfg.Profile == nil {
+	p := f.Profile(w.ID)
+	if err != nil || p == nil {
 		return "", "", false
 	}
-	if kind, what := f.cfg.Profile.ReadScreen(screen); kind == agent.ScreenDialog && f.cfg.Profile.ScreenAsks() {
+	if kind, what := p.ReadScreen(screen); kind == agent.ScreenDialog && p.ScreenAsks() {
 		return what, "", false
 	}
-	msg, failed = f.cfg.Profile.ScreenFailure(screen, plans.RelPlanPath(plan))
+	msg, failed = p.ScreenFailure(screen, plans.RelPlanPath(plan))
 	return "", msg, failed
 }
 
-// PromptLate says whether screen shows the agent's prompt in a form its
-// profile accepts only at the start deadline (agent.Profile.PromptLate).
-func (f *Fleet) PromptLate(screen string) bool {
-	return f.cfg.Profile != nil && f.cfg.Profile.PromptLate(screen)
+// PromptLate says whether screen, worker id's, shows its agent's prompt
+// in a form its profile accepts only at the start deadline
+// (agent.Profile.PromptLate).
+func (f *Fleet) PromptLate(id, screen string) bool {
+	p := f.Profile(id)
+	return p != nil && p.PromptLate(screen)
 }

@@ -506,7 +506,7 @@ func Def(root string, p *state.Run) *state.Def {
 		return p.Def
 	}
 	if d, err := plans.Load(root, p.Name); err == nil {
-		return &state.Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet, DependsOn: d.DependsOn, DependsOnState: d.DependsOnState}
+		return state.DefOf(d)
 	}
 	return &state.Def{}
 }

@@ -79,7 +79,7 @@ func (d *daemon) upPanes(ctx context.Context, nc *nats.Conn) (*nats.Subscription
 // newPanes makes the host's record and the sessions working on it.
 func (d *daemon) newPanes() *panes {
 	p := &panes{st: state.New(), heard: make(chan event.Event, 256)}
-	p.sessions = session.New(session.Config{Fleet: d.fleet, Profile: d.cfg.Profile, StartTimeout: session.DefaultStartTimeout, AckTimeout: ackTimeout,
+	p.sessions = session.New(session.Config{Fleet: d.fleet, StartTimeout: session.DefaultStartTimeout, AckTimeout: ackTimeout,
 		Log: d.log, Now: time.Now, WorkDir: func(id string) string { return fleet.WorkDir(d.repo.Root, config.Worktree, id) },
 		Save:     func() error { return nil }, // the record is this process's (see above)
 		Schedule: func(context.Context) {},    // the lead schedules

@@ -88,14 +88,10 @@ func (l *Loop) offerFrame() {
 // the profile's name (claude, codex, one of orch.yaml's), or the program
 // of a command given instead ("orch" for '/usr/bin/orch' agent).
 func (l *Loop) profile() string {
-	a := strings.TrimSpace(l.cfg.Agent)
-	if a == "" {
-		return ""
+	if len(l.cfg.Groups) != 1 {
+		return "" // each worker of a mixed fleet has its own (fleet.Group)
 	}
-	if !strings.ContainsAny(a, " \t") {
-		return filepath.Base(a)
-	}
-	return filepath.Base(l.agentProgram())
+	return l.cfg.Groups[0].Label()
 }
 
 // noteEvent records on the worker that sent e what it last said, and

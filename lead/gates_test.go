@@ -40,13 +40,13 @@ func TestEligibleNeverTheAuthor(t *testing.T) {
 	vp := &state.Run{Name: "p.v1r2", Exclude: []string{"w1"}, Avoid: []string{"w2"}}
 	want := map[string]bool{"w1": false, "w2": false, "w3": true}
 	for _, w := range l.st.Workers {
-		if got := l.eligible(vp, w); got != want[w.ID] {
+		if got := l.eligible(vp, nil, w); got != want[w.ID] {
 			t.Errorf("eligible(%s) = %v, want %v", w.ID, got, want[w.ID])
 		}
 	}
 	// With w3 dead, an earlier verifier may verify again; the author never.
 	l.st.Workers[2].State = state.WorkerDead
-	if !l.eligible(vp, l.st.Workers[1]) || l.eligible(vp, l.st.Workers[0]) {
+	if !l.eligible(vp, nil, l.st.Workers[1]) || l.eligible(vp, nil, l.st.Workers[0]) {
 		t.Error("with w3 dead: w2 should be eligible and w1 never")
 	}
 }

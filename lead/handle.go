@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/gates"
@@ -219,6 +220,9 @@ func (l *Loop) refuse(e event.Event, reason string) state.Note {
 // idle worker.
 func (l *Loop) queue(e event.Event) state.Note {
 	def, err := plans.Load(l.cfg.Root, e.Plan)
+	if err == nil {
+		err = def.CheckAgents(agent.Names(l.conf))
+	}
 	if err != nil {
 		return l.refuse(e, err.Error())
 	}
@@ -239,7 +243,7 @@ func (l *Loop) queue(e event.Event) state.Note {
 	// it must not go to); every plan keeps its attempt count and its
 	// verification history.
 	*p = state.Run{Name: e.Plan, State: state.PlanQueued, Target: e.Worker, Queued: e.Time, AttemptSince: e.Time, Updated: now, Attempts: p.Attempts,
-		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, Verification: p.Verification, Base: p.Base, Stack: p.Stack, SetupRuns: p.SetupRuns,
+		VerifyOf: p.VerifyOf, Round: p.Round, Exclude: p.Exclude, Avoid: p.Avoid, OtherThan: p.OtherThan, Verification: p.Verification, Base: p.Base, Stack: p.Stack, SetupRuns: p.SetupRuns,
 		History: p.History}
 	l.keepDef(e.Plan, def) // parsed once while PLAN.md stays as it is (planDef)
 	l.log.Info("queued", "plan", e.Plan, "to", e.Worker)

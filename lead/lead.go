@@ -122,6 +122,10 @@ type Config struct {
 	// Profile, when set, is what Agent resolved to (package agent): each
 	// pane runs its interactive command with its hooks installed.
 	Profile *agent.Profile
+	// Groups, when set, is a mixed fleet: the agent of each group of
+	// workers, w1 onwards (mixed.go); Workers, Agent and Profile are then
+	// not used for the fleet.
+	Groups []fleet.Group
 	// TrimEvery is how many events are handled between trims of the
 	// stream (broker.Trim); 0 means DefaultTrimEvery.
 	TrimEvery int
@@ -305,6 +309,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.InterruptGrace <= 0 {
 		cfg.InterruptGrace = DefaultInterruptGrace
 	}
+	cfg.Groups, cfg.Workers = groupsOf(cfg)
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
 		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{},
 		integrations: make(chan integrationReport), inFlight: map[string]bool{}, integrateHeld: map[string]time.Time{},
@@ -425,7 +430,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// asked for: the loop keeps talking to it.
 	panes := !headless && (cfg.Workers > 0 || l.st.Session != "")
 	l.fleet, err = fleet.New(fleet.Config{Root: cfg.Root, OrchDir: l.orchDir, Repo: l.repo, Panes: panes,
-		TmuxSocket: cfg.TmuxSocket, Agent: cfg.Agent, Profile: cfg.Profile, BinDir: cfg.BinDir,
+		TmuxSocket: cfg.TmuxSocket, Agent: cfg.Agent, Profile: cfg.Profile, Groups: cfg.Groups, BinDir: cfg.BinDir,
 		Isolation: l.conf.Isolation, Permissions: l.conf.Permissions, BrokerURL: l.b.URL(), Prefix: l.prefix, Users: users,
 		Remote: hosts.Workers(l.hosts),
 		// The gates' runner, made below, tracks the setup's process group.
@@ -437,6 +442,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer l.fleet.Close() // wakes every pane and process watcher
+	l.adoptAgents()
 	// Before any worker starts: the folders, keys and checks its user needs.
 	if err := l.shareWithWorkers(users); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -638,7 +644,7 @@ func workerIDs(n int, st *state.State, remote []string) []string {
 // newSessions makes the agents' sessions on the loop's fleet; what only
 // the loop does it does for them (save, tell the lead, after, schedule).
 func (l *Loop) newSessions() *session.Sessions {
-	return session.New(session.Config{Fleet: l.fleet, Profile: l.cfg.Profile, StartTimeout: l.cfg.StartTimeout, AckTimeout: l.cfg.AckTimeout,
+	return session.New(session.Config{Fleet: l.fleet, StartTimeout: l.cfg.StartTimeout, AckTimeout: l.cfg.AckTimeout,
 		Log: l.log, Now: l.cfg.Now, WorkDir: l.workDir, Save: l.save, Schedule: l.schedule,
 		// A record restored after a failed effect is another record: the
 		// work is given the one there is when it runs.

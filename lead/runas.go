@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/orch-dev/orch/agent"
-	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/internal/runas"
 )
@@ -90,7 +88,7 @@ func (l *Loop) shareWithWorkers(users map[string]*runas.User) error {
 		probes := []runas.Probe{{What: "read", Path: key}, {What: "write", Path: sp}, {What: "write", Path: u.Home},
 			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Worktrees)}, {What: "search", Path: filepath.Join(l.orchDir, orchdir.Agents)},
 			{What: "search", Path: filepath.Join(l.orchDir, orchdir.Gates)}, {What: "run", Path: l.fleet.NotifyBin()}}
-		if prog := l.agentProgram(); prog != "" {
+		if prog := l.fleet.Program(id); prog != "" {
 			probes = append(probes, runas.Probe{What: "run", Path: prog})
 		}
 		if err := u.Check(path, probes...); err != nil {
@@ -99,13 +97,4 @@ func (l *Loop) shareWithWorkers(users map[string]*runas.User) error {
 		l.log.Info("worker runs as its own user", "worker", id, "user", u.Name, "uid", u.UID)
 	}
 	return nil
-}
-
-// agentProgram is the program the workers' agent command starts, as the
-// PATH check at start reads it.
-func (l *Loop) agentProgram() string {
-	if p := l.cfg.Profile; p != nil {
-		return p.Program()
-	}
-	return agent.Profile{Profile: config.Profile{Interactive: l.cfg.Agent}}.Program()
 }

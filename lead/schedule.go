@@ -109,6 +109,7 @@ func (l *Loop) assign(ctx context.Context) (hs []*handoff, changed bool) {
 type candidate struct {
 	p        *state.Run
 	priority int
+	agents   plans.Agents // the plan's agent: list (routing)
 }
 
 // nextReady returns the best ready plan and the worker to take it.
@@ -126,7 +127,7 @@ func (l *Loop) nextReady(idle []*state.Worker, held map[string]bool) (*state.Run
 		if len(plans.Ready(def, l.planState)) > 0 {
 			continue
 		}
-		ready = append(ready, candidate{p: p, priority: def.Priority})
+		ready = append(ready, candidate{p: p, priority: def.Priority, agents: def.Agent})
 	}
 	sort.Slice(ready, func(i, j int) bool {
 		a, b := ready[i], ready[j]
@@ -140,7 +141,7 @@ func (l *Loop) nextReady(idle []*state.Worker, held map[string]bool) (*state.Run
 	})
 	for _, c := range ready {
 		for _, w := range idle {
-			if l.eligible(c.p, w) {
+			if l.eligible(c.p, c.agents, w) {
 				return c.p, w
 			}
 		}
@@ -148,11 +149,15 @@ func (l *Loop) nextReady(idle []*state.Worker, held map[string]bool) (*state.Run
 	return nil, nil
 }
 
-// eligible says whether w may take p: the --to target, never a worker p
-// excludes (a verification's author), and not one it would rather avoid
-// (earlier verifiers) while another live worker could take it.
-func (l *Loop) eligible(p *state.Run, w *state.Worker) bool {
+// eligible says whether w may take p: the --to target, a worker of the
+// agent p is routed to (state.Fits), never a worker p excludes (a
+// verification's author), and not one it would rather avoid (earlier
+// verifiers) while another live worker could take it.
+func (l *Loop) eligible(p *state.Run, agents []string, w *state.Worker) bool {
 	if p.Target != "" && p.Target != w.ID {
+		return false
+	}
+	if !l.st.Fits(p, agents, w) {
 		return false
 	}
 	if slices.Contains(p.Exclude, w.ID) {
@@ -160,7 +165,7 @@ func (l *Loop) eligible(p *state.Run, w *state.Worker) bool {
 	}
 	if slices.Contains(p.Avoid, w.ID) {
 		for _, o := range l.st.Workers {
-			if o.State != state.WorkerDead && !slices.Contains(p.Exclude, o.ID) && !slices.Contains(p.Avoid, o.ID) {
+			if o.State != state.WorkerDead && !slices.Contains(p.Exclude, o.ID) && !slices.Contains(p.Avoid, o.ID) && l.st.Fits(p, agents, o) {
 				return false // someone fresh exists: wait for them
 			}
 		}
@@ -282,7 +287,7 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 	if h.parent != nil {
 		h.wasPar = *h.parent
 	}
-	p.Def = &state.Def{Acceptance: def.Acceptance, Verify: def.Verify, Bet: def.Bet, DependsOn: def.DependsOn, DependsOnState: def.DependsOnState}
+	p.Def = state.DefOf(def)
 	delete(l.defs, p.Name) // this attempt holds it now; the next one reads PLAN.md again
 	if l.isolated() && p.Preparing == 0 {
 		// Git is never killed half-way (a stopping loop waits for it): a

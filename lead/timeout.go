@@ -188,7 +188,7 @@ func (l *Loop) backAfterInterrupt(ctx context.Context, w *state.Worker) bool {
 	if !l.fleet.PaneAlive(w) {
 		return false
 	}
-	if !l.fleet.WaitsForPrompt() || !l.fleet.ScreenWatch() {
+	if !l.fleet.WaitsForPrompt(w.ID) || !l.fleet.ScreenWatch() {
 		return true
 	}
 	kind, _ := l.fleet.ReadScreen(ctx, w)

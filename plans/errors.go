@@ -51,3 +51,7 @@ var ErrNoClaims = errors.New("no claims to verify")
 
 // ErrVerdicts means a verifier's "## Verdicts" could not be read strictly.
 var ErrVerdicts = errors.New("unreadable verdicts")
+
+// ErrUnknownAgent means a plan names an agent profile that neither orch
+// nor orch.yaml defines.
+var ErrUnknownAgent = errors.New("unknown agent")

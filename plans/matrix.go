@@ -12,14 +12,18 @@ const VerificationFile = "VERIFICATION.md"
 
 // Verification is a plan's verification in progress or done.
 type Verification struct {
-	Rounds   int         `json:"rounds"`
-	Round    int         `json:"round"`
-	Run      int         `json:"run"` // how many times this plan has been put to verification
-	Author   string      `json:"author"`
-	Claims   []string    `json:"claims"`
-	Matrix   []MatrixRow `json:"matrix"`
-	Outcome  string      `json:"outcome,omitempty"` // verified, refuted, failed
-	Ledgered bool        `json:"ledgered,omitempty"`
+	Rounds int    `json:"rounds"`
+	Round  int    `json:"round"`
+	Run    int    `json:"run"` // how many times this plan has been put to verification
+	Author string `json:"author"`
+	// AuthorAgent is the agent profile the author ran, VerifyWith what
+	// the plan asked of its verifiers' agent (verify_with:).
+	AuthorAgent string      `json:"author_agent,omitempty"`
+	VerifyWith  string      `json:"verify_with,omitempty"`
+	Claims      []string    `json:"claims"`
+	Matrix      []MatrixRow `json:"matrix"`
+	Outcome     string      `json:"outcome,omitempty"` // verified, refuted, failed
+	Ledgered    bool        `json:"ledgered,omitempty"`
 }
 
 // MatrixRow is one cell of the verification matrix: a claim, in a round,
@@ -31,6 +35,10 @@ type MatrixRow struct {
 	Verifier string `json:"verifier"`
 	Verdict  string `json:"verdict"`
 	Evidence string `json:"evidence"`
+	// Agent is the verifier's agent profile; Independence says whether
+	// it differs from the author's (independence.go).
+	Agent        string `json:"agent,omitempty"`
+	Independence string `json:"independence,omitempty"`
 }
 
 // RoundName is the verification plan of a round: <plan>.v<run>r<round>.
@@ -50,11 +58,14 @@ func RenderMatrix(plan string, v *Verification) string {
 	if outcome == "" {
 		outcome = "in progress"
 	}
-	fmt.Fprintf(&b, "# Verification: %s\n\nAuthor: %s. Rounds: %d. Outcome: **%s**.\n\n", plan, v.Author, v.Rounds, outcome)
-	b.WriteString("| claim | round | verifier | verdict | evidence |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "# Verification: %s\n\nAuthor: %s. Rounds: %d. Outcome: **%s**.\n", plan, v.Author, v.Rounds, outcome)
+	if v.AuthorAgent != "" {
+		fmt.Fprintf(&b, "Author's agent: %s. Verifiers: %s.\n", v.AuthorAgent, v.independenceNote())
+	}
+	b.WriteString("\n| claim | round | verifier | verdict | evidence | agent |\n|---|---|---|---|---|---|\n")
 	cell := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
 	for _, r := range v.Matrix {
-		fmt.Fprintf(&b, "| %d. %s | %d | %s | %s | %s |\n", r.Claim, cell(r.Text), r.Round, r.Verifier, r.Verdict, cell(r.Evidence))
+		fmt.Fprintf(&b, "| %d. %s | %d | %s | %s | %s | %s |\n", r.Claim, cell(r.Text), r.Round, r.Verifier, r.Verdict, cell(r.Evidence), agentCell(r))
 	}
 	return b.String()
 }
@@ -84,11 +95,13 @@ func Brief(plan string, v *Verification, name string) string {
 	return b.String()
 }
 
-// Record adds a round's verdicts (by verifier) to the matrix and returns
-// the first that does not confirm its claim, or nil when all do.
-func (v *Verification) Record(round int, verifier string, got []Verdict) *Verdict {
+// Record adds a round's verdicts (by verifier, running agent) to the
+// matrix and returns the first that does not confirm its claim, or nil
+// when all do.
+func (v *Verification) Record(round int, verifier, agent string, got []Verdict) *Verdict {
 	for _, g := range got {
-		v.Matrix = append(v.Matrix, MatrixRow{Claim: g.Claim, Text: v.Claims[g.Claim-1], Round: round, Verifier: verifier, Verdict: g.Verdict, Evidence: g.Evidence})
+		v.Matrix = append(v.Matrix, MatrixRow{Claim: g.Claim, Text: v.Claims[g.Claim-1], Round: round, Verifier: verifier, Verdict: g.Verdict, Evidence: g.Evidence,
+			Agent: agent, Independence: v.independence(agent)})
 	}
 	for i := range got {
 		if got[i].Verdict != Confirmed {

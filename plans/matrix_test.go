@@ -9,10 +9,10 @@ import (
 // verdict that does not confirm its claim.
 func TestRecord(t *testing.T) {
 	v := &Verification{Rounds: 3, Round: 1, Claims: []string{"it builds", "tests pass"}}
-	if g := v.Record(1, "w2", []Verdict{{Claim: 1, Verdict: Confirmed, Evidence: "go build"}, {Claim: 2, Verdict: Confirmed, Evidence: "go test"}}); g != nil {
+	if g := v.Record(1, "w2", "", []Verdict{{Claim: 1, Verdict: Confirmed, Evidence: "go build"}, {Claim: 2, Verdict: Confirmed, Evidence: "go test"}}); g != nil {
 		t.Fatalf("all confirmed, got %+v", g)
 	}
-	g := v.Record(2, "w3", []Verdict{{Claim: 1, Verdict: Confirmed, Evidence: "ok"}, {Claim: 2, Verdict: "REFUTED", Evidence: "TestX fails"}})
+	g := v.Record(2, "w3", "", []Verdict{{Claim: 1, Verdict: Confirmed, Evidence: "ok"}, {Claim: 2, Verdict: "REFUTED", Evidence: "TestX fails"}})
 	if g == nil || g.Claim != 2 || g.Evidence != "TestX fails" {
 		t.Fatalf("refuted: got %+v", g)
 	}

@@ -79,7 +79,11 @@ type Plan struct {
 	// interrupts the agent and the plan is timed-out. Empty: orch.yaml's
 	// plan_timeout, if any.
 	Timeout string `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Body    string `yaml:"-" json:"body,omitempty"` // markdown after the front matter
+	// Agent routes the plan to workers of these agent profiles (route.go);
+	// VerifyWith picks its verifiers' agent: OtherAgent, or a profile.
+	Agent      Agents `yaml:"agent,omitempty" json:"agent,omitempty"`
+	VerifyWith string `yaml:"verify_with,omitempty" json:"verify_with,omitempty"`
+	Body       string `yaml:"-" json:"body,omitempty"` // markdown after the front matter
 }
 
 // ValidateName reports whether name may be used as a plan name. The error
@@ -262,6 +266,9 @@ func (p *Plan) check() *fieldError {
 			return &fieldError{[]string{"timeout"}, -1, fmt.Errorf("got %q, want a positive duration like 45m, 2h or 1h30m", p.Timeout)}
 		}
 	}
+	if fe := p.checkRoute(); fe != nil {
+		return fe
+	}
 	if b := p.Bet; b != nil {
 		if b.Direction != "" && b.Direction != "lower" && b.Direction != "higher" {
 			return &fieldError{[]string{"bet", "direction"}, -1, fmt.Errorf("got %q, want \"lower\" or \"higher\"", b.Direction)}
@@ -338,7 +345,8 @@ func (p *Plan) Validate() error {
 }
 
 func (p *Plan) hasFrontMatter() bool {
-	return len(p.DependsOn) > 0 || p.DependsOnState != "" || len(p.Acceptance) > 0 || p.Verify != 0 || p.Priority != 0 || p.Bet != nil || p.Timeout != ""
+	return len(p.DependsOn) > 0 || p.DependsOnState != "" || len(p.Acceptance) > 0 || p.Verify != 0 || p.Priority != 0 || p.Bet != nil ||
+		p.Timeout != "" || len(p.Agent) > 0 || p.VerifyWith != ""
 }
 
 // TimeLimit is the plan's timeout, 0 when it gives none (or one that

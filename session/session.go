@@ -35,8 +35,9 @@ import (
 
 // Config is what a Sessions works with.
 type Config struct {
-	Fleet   *fleet.Fleet
-	Profile *agent.Profile // what the --agent resolved to; nil: a plain command
+	// Fleet runs the workers; each worker's agent profile is its own
+	// (fleet.Profile).
+	Fleet *fleet.Fleet
 	// StartTimeout is how long an agent has to reach its prompt before the
 	// lead is told what its screen shows (negative: no check);
 	// AckTimeout how long a worker has to say "started" after a dispatch
@@ -314,10 +315,10 @@ func (s *Sessions) startExpired(ctx context.Context, st *state.State, c startChe
 		return
 	}
 	screen, err := s.fleet.Capture(ctx, w)
-	kind, what := s.fleet.Classify(screen, err)
+	kind, what := s.fleet.Classify(w.ID, screen, err)
 	// Its hook may have been missed: a prompt on screen (and no dialog)
 	// is enough at the deadline.
-	if kind == agent.ScreenPrompt || (kind == agent.ScreenOther && err == nil && s.fleet.PromptLate(screen)) {
+	if kind == agent.ScreenPrompt || (kind == agent.ScreenOther && err == nil && s.fleet.PromptLate(w.ID, screen)) {
 		s.isReady(st, w, "its prompt was on screen at the start deadline")
 		s.resumeLine(ctx, st, w)
 		s.cfg.Save()
@@ -378,7 +379,7 @@ func (s *Sessions) screenChanged(ctx context.Context, st *state.State, pane stri
 		if screen, err := s.fleet.Capture(ctx, w); err == nil && fleet.CountLine(screen, p.Name) > p.Echo {
 			s.submit(ctx, st, w, p)
 		}
-	case p != nil && p.Worker == w.ID && p.State.Working() && s.fleet.WatchesWork():
+	case p != nil && p.Worker == w.ID && p.State.Working() && s.fleet.WatchesWork(w.ID):
 		var cb *event.Callback
 		if asks, msg, failed := s.fleet.WorkSays(ctx, w, p.Name); asks != "" {
 			cb, _ = s.needsInput(st, event.New(event.NeedsInput, p.Name, asks, w.ID, event.Hostname()))
@@ -416,7 +417,7 @@ func (s *Sessions) submit(ctx context.Context, st *state.State, w *state.Worker,
 		return
 	}
 	p.Enters++
-	if s.cfg.Profile != nil && s.cfg.Profile.SubmitFromHook() && p.Enters < maxEnters {
+	if prof := s.fleet.Profile(w.ID); prof != nil && prof.SubmitFromHook() && p.Enters < maxEnters {
 		c := startCheck{worker: w.ID, submit: p.Name, attempt: p.Attempts}
 		time.AfterFunc(submitTimeout, func() { s.send(Check{start: &c}) })
 	}
@@ -609,7 +610,7 @@ func (s *Sessions) ackExpired(ctx context.Context, st *state.State, c ackCheck) 
 	if err != nil {
 		screen = "(pane unreadable: " + err.Error() + ")"
 	}
-	if kind, what := s.fleet.Classify(screen, nil); kind == agent.ScreenDialog {
+	if kind, what := s.fleet.Classify(w.ID, screen, nil); kind == agent.ScreenDialog {
 		// A dialog holds the line: the worker waits for a person, it is
 		// not dead, and nothing more is typed into the dialog.
 		if cb, _ := s.needsInput(st, event.New(event.NeedsInput, p.Name, what, w.ID, event.Hostname())); cb != nil {
@@ -679,7 +680,7 @@ func (s *Sessions) typeLine(ctx context.Context, st *state.State, w *state.Worke
 		p.Waiting = true
 		return s.cfg.Save()
 	}
-	if !s.fleet.WaitsForPrompt() || !s.fleet.ScreenWatch() || p == nil {
+	if !s.fleet.WaitsForPrompt(w.ID) || !s.fleet.ScreenWatch() || p == nil {
 		return s.fleet.SendLine(ctx, w, line)
 	}
 	// An agent's input box may take the Enter of a fast send-keys as part

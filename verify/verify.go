@@ -80,7 +80,8 @@ func (r *Rounds) Start(ctx context.Context, st *state.State, p *state.Run, round
 		}
 		run++
 	}
-	p.Verification = &plans.Verification{Rounds: rounds, Round: 1, Run: run, Author: p.Worker, Claims: claims, Ledgered: ledgered}
+	p.Verification = &plans.Verification{Rounds: rounds, Round: 1, Run: run, Author: p.Worker, Claims: claims, Ledgered: ledgered,
+		AuthorAgent: agentOf(st, p), VerifyWith: harvest.Def(r.Root, p).VerifyWith}
 	p.State, p.Updated = state.PlanVerifying, now
 	return nil, r.queueRound(ctx, st, p)
 }
@@ -94,8 +95,9 @@ func (r *Rounds) queueRound(ctx context.Context, st *state.State, p *state.Run) 
 	if err := r.Harvester.OnBranch(ctx); err != nil {
 		return fmt.Errorf("verify %s: %w", p.Name, err)
 	}
+	agents, otherThan, whom := route(v)
 	if _, err := plans.Load(r.Root, name); errors.Is(err, plans.ErrNoPlan) {
-		if err := plans.Write(r.Root, &plans.Plan{Name: name, Priority: 10, Body: plans.Brief(p.Name, p.Verification, name)}); err != nil {
+		if err := plans.Write(r.Root, &plans.Plan{Name: name, Priority: 10, Agent: agents, Body: plans.Brief(p.Name, p.Verification, name)}); err != nil {
 			return fmt.Errorf("verify %s: %w", p.Name, err)
 		}
 	} else if err != nil {
@@ -112,8 +114,8 @@ func (r *Rounds) queueRound(ctx context.Context, st *state.State, p *state.Run) 
 		}
 	}
 	st.Plans[name] = &state.Run{Name: name, State: state.PlanQueued, Queued: now, AttemptSince: now, Updated: now,
-		VerifyOf: p.Name, Round: v.Round, Exclude: []string{v.Author}, Avoid: earlier}
-	p.Verifier, p.Reason = "", fmt.Sprintf("verification round %d of %d: %s queued for a worker other than %s", v.Round, v.Rounds, name, v.Author)
+		VerifyOf: p.Name, Round: v.Round, Exclude: []string{v.Author}, Avoid: earlier, OtherThan: otherThan}
+	p.Verifier, p.Reason = "", fmt.Sprintf("verification round %d of %d: %s queued for a worker other than %s%s", v.Round, v.Rounds, name, v.Author, whom)
 	r.Log.Info("verification round queued", "plan", p.Name, "round", v.Round, "of", v.Rounds, "verification_plan", name)
 	return nil
 }
@@ -142,7 +144,7 @@ func (r *Rounds) Verdicts(ctx context.Context, st *state.State, vp *state.Run) (
 		}
 		return event.NewCallback(event.CallbackFailed, vp.DoneEvent, parent.Name, vp.Worker, parent.Reason, ""), nil
 	}
-	if g := v.Record(vp.Round, vp.Worker, got); g != nil {
+	if g := v.Record(vp.Round, vp.Worker, agentOf(st, vp), got); g != nil {
 		v.Outcome = string(state.PlanRefuted)
 		if err := r.ledgerVerdict(ctx, parent, vp); err != nil {
 			return nil, err

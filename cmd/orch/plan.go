@@ -14,14 +14,16 @@ import (
 )
 
 type planNewOptions struct {
-	Name      string
-	DependsOn []string
-	Accept    []string
-	Priority  int
-	Verify    int
-	Timeout   string
-	Body      string
-	BodyFile  string
+	Name       string
+	DependsOn  []string
+	Accept     []string
+	Priority   int
+	Verify     int
+	Timeout    string
+	Agent      []string
+	VerifyWith string
+	Body       string
+	BodyFile   string
 }
 
 func newPlanCmd(s streams) *cobra.Command {
@@ -44,6 +46,8 @@ func newPlanCmd(s streams) *cobra.Command {
 	newCmd.Flags().IntVar(&o.Priority, "priority", 0, "higher is dispatched first")
 	newCmd.Flags().IntVar(&o.Verify, "verify", 0, "rounds of independent verification after harvest: 0, 1 or 3")
 	newCmd.Flags().StringVar(&o.Timeout, "timeout", "", "how long a worker may hold the plan before the lead loop interrupts it (e.g. 45m; default: orch.yaml's plan_timeout)")
+	newCmd.Flags().StringSliceVar(&o.Agent, "agent", nil, "send the plan only to workers of this agent profile; several (comma-separated or repeated) in order of preference")
+	newCmd.Flags().StringVar(&o.VerifyWith, "verify-with", "", "whose workers verify it: other-agent (an agent other than the author's) or a profile name")
 	newCmd.Flags().StringVar(&o.BodyFile, "body-file", "", "read the task text from this file (- for stdin)")
 	newCmd.Flags().StringVar(&o.Body, "body", "", "the task text for the worker (default: a template to edit)")
 	cmd.AddCommand(newCmd)
@@ -77,7 +81,8 @@ func planNewRun(ctx context.Context, o *planNewOptions, s streams) error {
 	if !strings.HasSuffix(body, "\n") {
 		body += "\n"
 	}
-	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Verify: o.Verify, Timeout: o.Timeout, Body: body}
+	p := &plans.Plan{Name: o.Name, DependsOn: o.DependsOn, Acceptance: o.Accept, Priority: o.Priority, Verify: o.Verify,
+		Timeout: o.Timeout, Agent: o.Agent, VerifyWith: o.VerifyWith, Body: body}
 	sha, err := orchctl.NewPlan(ctx, root, p)
 	if err != nil {
 		return err

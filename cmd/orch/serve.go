@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 )
 
 type serveOptions struct {
-	Workers     int
+	Workers     string // a count, or agent:count groups
 	Agent       string
 	Port        int
 	Leaf        string
@@ -45,6 +44,8 @@ type serveOptions struct {
 	NATSDomain  string         // its JetStream domain
 	Creds       string         // the credential file for the link to it
 	profile     *agent.Profile // what Agent resolved to
+	groups      []fleet.Group  // what Workers resolved to
+	workers     int            // how many workers in all
 	upstream    *broker.Upstream
 }
 
@@ -55,13 +56,18 @@ func newServeCmd(s streams) *cobra.Command {
 		Short: "Run the lead loop in the foreground (with --workers, bring the fleet up: tmux panes, or --headless processes)",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Workers < 0 || o.Workers > 64 {
-				return usagef("--workers must be between 0 and 64")
+			groups, err := resolveFleet(cmd.Context(), o.Workers, cmd.Flags().Changed("workers"), o.Agent)
+			if err != nil {
+				return err
+			}
+			o.groups = groups
+			for _, g := range groups {
+				o.workers += g.Count
 			}
 			if o.Isolation != "" && o.Isolation != "worktree" && o.Isolation != "shared" {
 				return usagef("--isolation must be worktree or shared")
 			}
-			if o.Headless && o.Workers == 0 {
+			if o.Headless && o.workers == 0 {
 				return usagef("--headless needs --workers N (how many plans may run at once)")
 			}
 			if o.HTTP != "" {
@@ -79,25 +85,22 @@ func newServeCmd(s streams) *cobra.Command {
 				}
 				o.upstream = u
 			}
-			if o.Workers > 0 && strings.TrimSpace(o.Agent) == "" {
-				return usagef("--workers needs --agent \"<command>\" (the agent each pane runs)")
+			if len(groups) == 1 {
+				o.profile = groups[0].Profile
 			}
-			if o.Workers > 0 {
-				p, err := resolveAgent(cmd.Context(), o.Agent)
-				if err != nil {
-					return err
-				}
-				o.profile = p
-			}
-			if o.Workers > 0 && !o.Headless {
+			if o.workers > 0 && !o.Headless {
 				if _, err := exec.LookPath("tmux"); err != nil {
-					return fmt.Errorf("tmux is not on PATH: install it (Debian/Ubuntu: sudo apt-get install -y tmux), or run the fleet without it: orch serve --headless --workers %d --agent %s", o.Workers, fleet.ShellQuote(o.Agent))
+					how := "--workers " + o.Workers + " --agent " + fleet.ShellQuote(o.Agent)
+					if o.Agent == "" {
+						how = "--workers " + fleetSpec(groups)
+					}
+					return fmt.Errorf("tmux is not on PATH: install it (Debian/Ubuntu: sudo apt-get install -y tmux), or run the fleet without it: orch serve --headless %s", how)
 				}
 			}
 			return serveRun(cmd.Context(), o, s)
 		},
 	}
-	cmd.Flags().IntVar(&o.Workers, "workers", 0, "number of workers: tmux panes, or with --headless the plans run at once")
+	cmd.Flags().StringVar(&o.Workers, "workers", "0", "number of workers (tmux panes, or with --headless the plans run at once) with --agent; or agent:count groups, a mixed fleet (claude:3,codex:2: w1-w3 Claude Code, w4-w5 Codex); default: orch.yaml's workers:, else none")
 	cmd.Flags().StringVar(&o.Agent, "agent", "", "agent profile (claude, codex, gemini, aider, or one from orch.yaml) or command each worker pane runs")
 	cmd.Flags().IntVar(&o.Port, "port", 0, "broker port on 127.0.0.1 (default: the last one if free, else any)")
 	cmd.Flags().DurationVar(&o.AckTimeout, "ack-timeout", lead.DefaultAckTimeout, "how long a worker has to run orch-notify started after a dispatch (the line is re-sent once, then the plan fails); negative disables")
@@ -131,7 +134,8 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 	logger := slog.New(logfmt.NewLineHandler(s.Err, level))
 	cfg := lead.Config{
 		Root:        root,
-		Workers:     o.Workers,
+		Workers:     o.workers,
+		Groups:      o.groups,
 		Agent:       o.Agent,
 		TmuxSocket:  tmuxSocket(),
 		BinDir:      binDir(),

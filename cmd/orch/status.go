@@ -52,9 +52,9 @@ func printStatus(s streams, v orchctl.StatusView) {
 		fmt.Fprintf(s.Out, "broker: %s\n", v.External)
 	}
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tSTATE\tPLAN\tPANE\t")
+	fmt.Fprintln(tw, "WORKER\tSTATE\tPLAN\tPANE\tAGENT\t")
 	for _, w := range v.Workers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.ID, w.State, dash(w.Plan), dash(w.Pane), w.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.State, dash(w.Plan), dash(w.Pane), dash(w.Profile), w.Reason)
 	}
 	tw.Flush()
 	fmt.Fprintln(s.Out)

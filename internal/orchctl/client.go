@@ -154,6 +154,9 @@ func NewPlan(ctx context.Context, root string, p *plans.Plan) (string, error) {
 	if err := p.Validate(); err != nil {
 		return "", err
 	}
+	if err := checkAgents(root, p); err != nil {
+		return "", fmt.Errorf("plan new %s: %w", p.Name, err)
+	}
 	all, err := loadForGraph(root, p.Name)
 	if err != nil {
 		return "", fmt.Errorf("plan new %s: %w", p.Name, err)
@@ -223,6 +226,9 @@ func Dispatch(ctx context.Context, root, name, to string, wait time.Duration) (D
 		return res, fmt.Errorf("dispatch %s: %w (write it with orch plan new %s)", name, plans.ErrNoPlan, name)
 	}
 	if err := plans.CheckGraph(all); err != nil {
+		return res, fmt.Errorf("dispatch %s: %w", name, err)
+	}
+	if err := checkAgents(root, all[name]); err != nil {
 		return res, fmt.Errorf("dispatch %s: %w", name, err)
 	}
 	return SendCommand(root, event.New(event.Dispatch, name, "", to, ""), wait)

@@ -165,6 +165,13 @@ func waiting(st *state.State, d *plans.Plan) string {
 	if len(st.Workers) == 0 {
 		return "no fleet: start orch serve --workers N"
 	}
+	route := ""
+	if p := st.Plans[d.Name]; p != nil {
+		if why := st.RouteWait(p, d.Agent); why != "" {
+			return why
+		}
+		route = st.RouteNote(p, d.Agent)
+	}
 	if p := st.Plans[d.Name]; p != nil && len(p.Exclude) > 0 {
 		free := 0
 		for _, w := range st.Workers {
@@ -175,12 +182,12 @@ func waiting(st *state.State, d *plans.Plan) string {
 		if free == 0 {
 			return fmt.Sprintf("waiting: no live worker other than %s (the author) to verify it", strings.Join(p.Exclude, ", "))
 		}
-		return "waiting for an idle worker other than " + strings.Join(p.Exclude, ", ")
+		return "waiting for an idle worker" + route + " other than " + strings.Join(p.Exclude, ", ")
 	}
 	if p := st.Plans[d.Name]; p != nil && p.Target != "" {
 		return "waiting for " + p.Target + " to be idle"
 	}
-	return "waiting for an idle worker"
+	return "waiting for an idle worker" + route
 }
 
 // pane finds a worker's pane from the lead loop's record.

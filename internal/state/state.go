@@ -88,6 +88,9 @@ type Worker struct {
 	// agent is being interrupted: the worker is busy until its agent is
 	// back at its prompt (or its process ended).
 	Interrupting string `json:"interrupting,omitempty"`
+	// Agent is what the worker's agent was started from (a profile name,
+	// or the --agent command): a restart re-adopts its pane as that agent.
+	Agent string `json:"agent,omitempty"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
@@ -126,6 +129,10 @@ type Run struct {
 	Round    int      `json:"round,omitempty"`
 	Exclude  []string `json:"exclude,omitempty"`
 	Avoid    []string `json:"avoid,omitempty"`
+	// OtherThan is, for a verification round asked to run on another
+	// agent (verify_with: other-agent), the author's agent: the round
+	// never goes to a worker of it (route.go).
+	OtherThan string `json:"other_than,omitempty"`
 	// Verification is set on a plan whose claims are being (or were) verified.
 	Verification *plans.Verification `json:"verification,omitempty"`
 	// Def is what PLAN.md asked for when the plan was dispatched: the lead
@@ -232,6 +239,13 @@ type Def struct {
 	// the boards (the critical path, what a plan waits for).
 	DependsOn      []string `json:"depends_on,omitempty"`
 	DependsOnState string   `json:"depends_on_state,omitempty"`
+	// VerifyWith is whose workers verify the plan (plans.Plan.VerifyWith).
+	VerifyWith string `json:"verify_with,omitempty"`
+}
+
+// DefOf is what the lead loop holds a dispatched plan to, from its PLAN.md.
+func DefOf(d *plans.Plan) *Def {
+	return &Def{Acceptance: d.Acceptance, Verify: d.Verify, Bet: d.Bet, DependsOn: d.DependsOn, DependsOnState: d.DependsOnState, VerifyWith: d.VerifyWith}
 }
 
 // Handled records that an event had its effect, and the callback it
