@@ -193,6 +193,7 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 		cb, n = l.sessions.Idle(l.st, e)
 	case event.Failed:
 		cb, n = l.sessions.Failed(l.st, e)
+		cb = l.outage(e, cb) // an outage moves the plan on (outage.go)
 	case event.Ready:
 		n = l.sessions.Ready(l.st, e)
 	}

@@ -13,10 +13,13 @@ import (
 // runs elsewhere because that worker is busy or dead.
 
 // AgentFor is the agent of agents that p goes to: the first one some
-// worker of the fleet runs. "" when agents is empty (any worker), or when
-// the fleet runs none of them.
+// worker of the fleet runs and p did not give up after an outage. "" when
+// agents is empty (any worker), or when the fleet runs none of them.
 func (st *State) AgentFor(p *Run, agents []string) string {
 	for _, a := range agents {
+		if slices.Contains(p.GaveUp, a) {
+			continue
+		}
 		if st.hasAgent(func(w *Worker) bool { return w.Profile == a }) {
 			return a
 		}
@@ -44,7 +47,11 @@ func (st *State) Fits(p *Run, agents []string, w *Worker) bool {
 // fits it.
 func (st *State) RouteWait(p *Run, agents []string) string {
 	if len(agents) > 0 && st.AgentFor(p, agents) == "" {
-		return "waiting: no worker of agent " + strings.Join(agents, " or ") + " in the fleet"
+		left := slices.DeleteFunc(slices.Clone(agents), func(a string) bool { return slices.Contains(p.GaveUp, a) })
+		if len(left) == 0 {
+			return "waiting: every agent of its agent: list was out of service (" + strings.Join(p.GaveUp, ", ") + "); orch dispatch it again"
+		}
+		return "waiting: no worker of agent " + strings.Join(left, " or ") + " in the fleet"
 	}
 	if p.OtherThan != "" && !st.hasAgent(func(w *Worker) bool { return w.Profile != p.OtherThan && !slices.Contains(p.Exclude, w.ID) }) {
 		return "waiting: no worker of an agent other than " + p.OtherThan + " (the author's) to verify it"

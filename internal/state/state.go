@@ -133,6 +133,11 @@ type Run struct {
 	// agent (verify_with: other-agent), the author's agent: the round
 	// never goes to a worker of it (route.go).
 	OtherThan string `json:"other_than,omitempty"`
+	// GaveUp are the agents of the plan's agent: list it moved away from
+	// after an outage, Outages the outages on its current agent (lead's
+	// outage.go). A new orch dispatch starts over.
+	GaveUp  []string `json:"gave_up,omitempty"`
+	Outages int      `json:"outages,omitempty"`
 	// Verification is set on a plan whose claims are being (or were) verified.
 	Verification *plans.Verification `json:"verification,omitempty"`
 	// Def is what PLAN.md asked for when the plan was dispatched: the lead
