@@ -90,10 +90,17 @@ func TestAgents(t *testing.T) {
 	}
 	p.Cmds["modelsim"] = cmdModelsim
 	p.Cmds["noprocs"] = cmdNoProcs
+	p.Cmds["waitlead"] = cmdWaitLead
+	p.Cmds["leadtogether"] = cmdLeadTogether
+	p.Cmds["leadonce"] = cmdLeadOnce
+	p.Cmds["waitarmed"] = cmdWaitArmed
+	p.Cmds["claudehome"] = cmdClaudeHome
+	p.Cmds["noleadhooks"] = cmdNoLeadHooks
+	p.Cmds["simlog"] = cmdSimLog
 	testscript.Run(t, p)
 }
 
-// modelsim [plan=scenario...]: start the scripted model server for this
+// modelsim [-hold fifo] [plan=scenario...]: start the scripted model server for this
 // script and point the agents at it: ANTHROPIC_BASE_URL and a made-up
 // ANTHROPIC_API_KEY for Claude Code, MODELSIM_URL and MODELSIM_API_KEY
 // for the Codex provider the scripts' ~/.codex/config.toml defines,
@@ -101,6 +108,10 @@ func TestAgents(t *testing.T) {
 // is written to $WORK/modelsim.log when the script ends.
 func cmdModelsim(ts *testscript.TestScript, neg bool, args []string) {
 	sc := map[string]modelsim.Scenario{}
+	hold := ""
+	if len(args) >= 2 && args[0] == "-hold" {
+		hold, args = args[1], args[2:]
+	}
 	for _, a := range args {
 		plan, kind, ok := strings.Cut(a, "=")
 		if !ok {
@@ -109,12 +120,17 @@ func cmdModelsim(ts *testscript.TestScript, neg bool, args []string) {
 		sc[plan] = modelsim.Scenario(kind)
 	}
 	s := modelsim.New(sc)
+	if hold != "" {
+		s.SetHold(hold)
+	}
 	url, err := s.Start("127.0.0.1:0")
 	if err != nil {
 		ts.Fatalf("modelsim: %v", err)
 	}
+	simServers.Store(ts.Getenv("WORK"), s)
 	logPath := filepath.Join(ts.Getenv("WORK"), "modelsim.log")
 	ts.Defer(func() {
+		simServers.Delete(ts.Getenv("WORK"))
 		s.Close()
 		var b strings.Builder
 		for _, r := range s.Requests() {

@@ -35,6 +35,12 @@ func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
+// exitCode is a command's own exit code, with nothing to print (a hook's
+// answer to Claude Code).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
 func main() {
 	s := streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}
 	os.Exit(run(os.Args[1:], s))
@@ -48,6 +54,10 @@ func run(args []string, s streams) int {
 	err := root.Execute()
 	if err == nil {
 		return exitOK
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code)
 	}
 	fmt.Fprintf(s.Err, "orch: %v\n", err)
 	var u usageError
@@ -89,6 +99,9 @@ func newRootCmd(s streams) *cobra.Command {
 		newHostCmd(s),
 		newDemoCmd(s),
 		newAgentCmd(s),
+		newLeadCmd(s),
+		newInboxCmd(s),
+		newAckCmd(s),
 	)
 	return root
 }

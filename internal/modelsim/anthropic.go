@@ -204,7 +204,23 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 
 	var content []outBlock
 	stop := "end_turn"
-	if !isPlan {
+	lead, lines, isLead := Action{}, []string(nil), false
+	if !isPlan && len(req.Tools) > 0 {
+		lead, lines, isLead = s.leadAnswer(&req)
+	}
+	if isLead {
+		rec.Side, rec.Callbacks = false, lines
+		id := toolID("lead:"+lines[0], len(req.Messages))
+		if lead.Kind == RunCommand {
+			rec.Action = "bash: " + lead.Command
+			content = []outBlock{{Type: "tool_use", ID: id, Name: "Bash",
+				Input: map[string]any{"command": lead.Command, "description": describe(lead.Command)}}}
+			stop = "tool_use"
+		} else {
+			rec.Action = "say: " + lead.Text
+			content = []outBlock{{Type: "text", Text: lead.Text}}
+		}
+	} else if !isPlan {
 		text := sideAnswer(&req)
 		rec.Action = "side: " + text
 		content = []outBlock{{Type: "text", Text: text}}
@@ -248,7 +264,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	out, _ := json.Marshal(content)
 	usage.Output = 1 + len(out)/4
 	msgID := "msg_modelsim_" + toolID(plan, results)[len("toolu_modelsim_"):]
-	if !isPlan {
+	if !isPlan || isLead {
 		h := sha256.Sum256(body)
 		msgID = "msg_modelsim_" + hex.EncodeToString(h[:10])
 	}

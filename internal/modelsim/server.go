@@ -19,6 +19,9 @@ type Request struct {
 	Results int    // tool results seen in the conversation
 	Side    bool   // not a plan's conversation (title, summary, a person's prompt)
 	Action  string // what was answered, in words
+	// Callbacks are orch's callback lines the request brought new (a
+	// lead's conversation; see lead.go).
+	Callbacks []string `json:",omitempty"`
 }
 
 // Server is a scripted model server on 127.0.0.1.
@@ -26,6 +29,7 @@ type Server struct {
 	mu        sync.Mutex
 	scenarios map[string]Scenario
 	requests  []Request
+	hold      string // the FIFO a LeadHold command reads
 	ln        net.Listener
 	srv       *http.Server
 }

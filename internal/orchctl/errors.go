@@ -25,3 +25,7 @@ var ErrNotVerified = errors.New("plan has not been put to verification")
 // ErrRefused means the lead loop refused a command; the error carries its
 // reason.
 var ErrRefused = errors.New("refused by the lead loop")
+
+// ErrNotTaken means orch ack named a callback that was not handed over to
+// the lead agent, or was acknowledged already.
+var ErrNotTaken = errors.New("no such callback handed over and not yet acknowledged")

@@ -37,6 +37,7 @@ const (
 	Hosts         = "hosts"          // the lead's register of other hosts, one <name>.json each (package hosts)
 	HostLock      = "host.lock"      // claimed by the one orch host of a host's clone
 	HostRuns      = "host-runs.json" // in a host's clone: the runs its orch host started and has not seen end
+	Lead          = "lead"           // lead agents' inbox records, locks and taken lists (package inbox)
 )
 
 // WorkerKey is the path of worker id's seed in the .orch directory dir.
@@ -44,7 +45,7 @@ func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerK
 
 // PrivateDirs are the folders of .orch/ no worker has any business writing:
 // everything but the worktrees they work in.
-var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Logs, Spool, Stack}
+var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Lead, Logs, Spool, Stack}
 
 // PrivateFiles are the files directly in .orch/ that only orch writes.
 var PrivateFiles = []string{BoardURL, Broker, GitLock, HostLock, HostRuns, IntegrateLock, ServeLock, ServePID, State}
