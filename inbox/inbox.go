@@ -249,24 +249,22 @@ func (b *Box) Peek(ctx context.Context, max int) ([]Item, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox peek: %w", err)
 	}
-	n := int(info.NumPending) + info.NumAckPending
-	if n == 0 {
-		return nil, nil
-	}
-	if n > max {
-		n = max
-	}
-	oc, err := b.js.OrderedConsumer(ctx, broker.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{b.prefix + ".cb.>"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    info.AckFloor.Stream + 1,
+	// An ephemeral consumer of its own that acknowledges nothing: reading
+	// through it moves no one's position.
+	oc, err := b.js.CreateConsumer(ctx, broker.StreamName, jetstream.ConsumerConfig{
+		FilterSubject:     b.prefix + ".cb.>",
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       info.AckFloor.Stream + 1,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("inbox peek: %w", err)
 	}
+	defer b.js.DeleteConsumer(context.WithoutCancel(ctx), broker.StreamName, oc.CachedInfo().Name)
 	var out []Item
-	for len(out) < n {
-		mb, err := oc.Fetch(n-len(out), jetstream.FetchMaxWait(2*time.Second))
+	for len(out) < max {
+		mb, err := oc.FetchNoWait(max - len(out))
 		if err != nil {
 			return out, fmt.Errorf("inbox peek: %w", err)
 		}
