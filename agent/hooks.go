@@ -19,7 +19,7 @@ const (
 
 // ClaudeHookEvents are the Claude Code hook events orch installs, each
 // calling orch-notify hook claude with the hook's JSON on stdin.
-var ClaudeHookEvents = []string{"Notification", "PermissionRequest", "SessionStart", "Stop", "StopFailure", "UserPromptSubmit"}
+var ClaudeHookEvents = []string{"Notification", "PermissionRequest", "PreCompact", "SessionStart", "Stop", "StopFailure", "UserPromptSubmit"}
 
 // claudeHookTimeout bounds each hook run, in seconds; orch-notify gives up
 // on the broker after ORCH_NOTIFY_TIMEOUT (3s) and spools the event.

@@ -66,8 +66,12 @@ type directives struct {
 	exit      bool
 	noStart   bool
 	stubborn  bool // interrupts do not stop its sleep
-	writes    [][2]string
-	claims    []string
+	// contextFull names a marker file: while it is not there, the agent
+	// makes it, says it ran out of context as Claude Code's PreCompact
+	// hook does, and works no further (a fresh session finds it and works).
+	contextFull string
+	writes      [][2]string
+	claims      []string
 }
 
 func parseDirectives(body string) directives {
@@ -96,6 +100,8 @@ func parseDirectives(body string) directives {
 			d.noStart = true
 		case "stubborn":
 			d.stubborn = true
+		case "context-full":
+			d.contextFull = arg
 		case "claim":
 			d.claims = append(d.claims, arg)
 		case "write":
@@ -127,6 +133,9 @@ func (a *Agent) plan(ctx context.Context, name string) bool {
 	d := parseDirectives(p.Body)
 	if d.exit {
 		fmt.Fprintf(a.Out, "  exiting mid-plan, as the plan says\n")
+		return true
+	}
+	if d.contextFull != "" && a.outOfContext(ctx, name, d.contextFull) {
 		return true
 	}
 	if d.sleep > 0 {
@@ -184,6 +193,30 @@ func (a *Agent) plan(ctx context.Context, name string) bool {
 		a.notify(ctx, "done", name, status)
 	}
 	return false
+}
+
+// outOfContext plays an agent whose context fills up, the first time
+// (marker not there): it makes marker, runs its hook as Claude Code runs
+// PreCompact when it starts compacting on its own, and then waits for ctx
+// (orch replaces the session). It says whether it did.
+func (a *Agent) outOfContext(ctx context.Context, name, marker string) bool {
+	if !filepath.IsAbs(marker) {
+		marker = filepath.Join(a.Dir, marker)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		return false
+	}
+	if err := os.WriteFile(marker, []byte(name+"\n"), 0o644); err != nil {
+		fmt.Fprintf(a.Out, "  context-full marker: %v\n", err)
+		return false
+	}
+	fmt.Fprintf(a.Out, "  context full: compacting\n")
+	in := fmt.Sprintf(`{"hook_event_name":"PreCompact","trigger":"auto","cwd":%q}`, a.Dir)
+	if _, err := a.Runner.Run(ctx, runner.Cmd{Name: "orch-notify", Args: []string{"hook", "claude"}, Dir: a.Dir, Stdin: []byte(in)}); err != nil {
+		fmt.Fprintf(a.Out, "  orch-notify hook claude failed: %v\n", err)
+	}
+	<-ctx.Done() // the session is replaced: its pane or process is killed
+	return true
 }
 
 // start sends "started" unless the plan says not to; it reads the plan

@@ -25,6 +25,9 @@ const (
 	// From an agent's hooks (see hooks.go).
 	CallbackNeedsInput CallbackKind = "needs-input" // the agent waits for a person
 	CallbackIdle       CallbackKind = "idle"        // the agent's turn ended without orch-notify done
+	// The agent ran out of context: its worker got a fresh session and
+	// the plan its line again.
+	CallbackRestarted CallbackKind = "restarted"
 )
 
 // Callback is what the lead loop tells the lead, and orch wait prints: one
@@ -44,7 +47,7 @@ type Callback struct {
 func NewCallback(kind CallbackKind, eventID, plan, worker, status, commit string) *Callback {
 	word := map[CallbackKind]string{CallbackDone: "WORKER-DONE", CallbackBlocked: "WORKER-BLOCKED", CallbackFailed: "WORKER-FAILED", CallbackDied: "WORKER-DIED", CallbackTimedOut: "WORKER-TIMED-OUT",
 		CallbackVerified: "VERIFIED", CallbackRefuted: "REFUTED", CallbackIntegrated: "INTEGRATED", CallbackConflict: "CONFLICT",
-		CallbackNeedsInput: "WORKER-NEEDS-INPUT", CallbackIdle: "WORKER-IDLE"}[kind]
+		CallbackNeedsInput: "WORKER-NEEDS-INPUT", CallbackIdle: "WORKER-IDLE", CallbackRestarted: "WORKER-RESTARTED"}[kind]
 	line := fmt.Sprintf("%s %s: %s", word, plan, OneLine(status))
 	if status == "" {
 		line = word + " " + plan

@@ -42,6 +42,7 @@ const (
 	Idle       Kind = "idle"        // the agent's turn ended; the lead decides whether the plan was left unfinished
 	Failed     Kind = "failed"      // the agent stopped on an error (API error, crash); Status: the reason
 	Ready      Kind = "ready"       // the agent is up and at its prompt, ready for a line (Claude Code's SessionStart); no plan
+	Exhausted  Kind = "exhausted"   // the agent ran out of context (a compaction or context-limit signal); Status: which
 	// Lead records.
 	Prepared   Kind = "prepared"   // lead record: the setup command for Plan's attempt Attempt on Worker ended; Status: "ok" or "failed: <why>"
 	Exited     Kind = "exited"     // lead record: a headless worker's process for Plan (attempt Attempt) ended; Status: how
@@ -216,7 +217,7 @@ func CarriesUsage(k Kind) bool { return k == Idle || k == Done || k == Failed }
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Integrated, Exited, Prepared, TimedOut, Measured:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Exhausted, Integrated, Exited, Prepared, TimedOut, Measured:
 		return true
 	}
 	return false
@@ -227,7 +228,7 @@ func knownKind(k Kind) bool {
 // plan). A pane's death and an agent's hooks know the worker, not always
 // the plan.
 func PlanOptional(k Kind) bool {
-	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Ready || k == Exited
+	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Ready || k == Exhausted || k == Exited
 }
 
 func validID(id string) bool {

@@ -45,7 +45,8 @@ func retryBackoff(m jetstream.Msg) time.Duration {
 	return min(d, time.Minute)
 }
 
-// died handles a worker whose program ended: the worker is dead, its plan
+// died handles a worker whose program ended: the worker is dead, and
+// comes back in a new pane within its restart budget (restart.go); its plan
 // is queued again once, and fails the second time.
 func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 	w := l.st.Worker(e.Worker)
@@ -56,6 +57,7 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 		return nil, l.refuse(e, "a died event must name the pane that ended (ORCH_PANE)")
 	}
 	if e.Pane != w.Pane {
+		delete(l.paneEnded, e.Pane) // an old pane of a worker that has a new one
 		return nil, state.Ignoring(fmt.Sprintf("pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane))
 	}
 	if w.State == state.WorkerDead {
@@ -71,20 +73,19 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 		return nil, l.refuse(e, fmt.Sprintf("pane %s of %s is alive: a died event is taken only for a pane that has ended", e.Pane, w.ID))
 	}
 	delete(l.paneEnded, e.Pane)
-	now := l.cfg.Now().UTC()
 	reason := e.Status
 	if reason == "" {
 		reason = "process ended"
 	}
-	w.State, w.Reason, w.Since = state.WorkerDead, reason, now
 	plan := w.Plan
-	w.Plan = ""
+	w.Plan, w.Starting, w.Asked, w.Hooked = "", false, "", false
+	then := l.grantRestart(w, reason)
 	l.log.Warn("worker died", "worker", w.ID, "pane", e.Pane, "reason", reason, "plan", plan)
 	p := l.st.Plans[plan]
 	if p == nil || p.Worker != w.ID || !p.State.Working() {
-		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason, ""), state.Noted("worker dead")
+		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason+"; "+then, ""), state.Noted("worker dead")
 	}
-	return l.requeueOrFail(e, w, p, reason)
+	return l.requeueOrFail(e, w, p, reason, then)
 }
 
 // lostPlan handles a plan whose worker's pane was gone at start (the worker
@@ -119,20 +120,29 @@ func (l *Loop) lostPane(e event.Event) (*event.Callback, state.Note) {
 	if p == nil || p.Worker != w.ID || !p.State.Working() {
 		return nil, state.Ignoring("plan " + e.Plan + " no longer held by " + w.ID)
 	}
-	return l.requeueOrFail(e, w, p, e.Status)
+	return l.requeueOrFail(e, w, p, e.Status, "")
 }
 
-// requeueOrFail queues a plan whose worker was lost again, once; the second
-// loss fails it.
-func (l *Loop) requeueOrFail(e event.Event, w *state.Worker, p *state.Run, reason string) (*event.Callback, state.Note) {
+// requeueOrFail queues a plan whose worker was lost again, once (attempt
+// n+1, the reason kept for orch status); the second loss fails it. then,
+// if set, says what becomes of the worker, for the lead.
+func (l *Loop) requeueOrFail(e event.Event, w *state.Worker, p *state.Run, reason, then string) (*event.Callback, state.Note) {
 	now := l.cfg.Now().UTC()
-	if p.Attempts < 2 {
-		// A plan pinned to the lost worker (--to) is free to go elsewhere.
-		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = state.PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again", w.ID, reason), now, now
-		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, reason+"; plan "+p.Name+" queued again", ""), state.Noted("worker lost, plan queued again")
+	tell := func(s string) string {
+		if then == "" {
+			return s
+		}
+		return s + "; " + then
 	}
-	p.State, p.Worker, p.Reason, p.Updated = state.PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried", w.ID, reason, p.Attempts), now
-	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, p.Reason, "")), state.Noted("worker lost, plan failed")
+	if p.Requeued < 1 {
+		p.Requeued++
+		// A plan pinned to the lost worker (--to) is free to go elsewhere.
+		p.State, p.Worker, p.Target, p.Reason, p.Updated, p.AttemptSince = state.PlanQueued, "", "", fmt.Sprintf("%s died (%s); queued again for attempt %d", w.ID, reason, p.Attempts+1), now, now
+		p.Retry = fmt.Sprintf("attempt %d: %s died (%s) on attempt %d", p.Attempts+1, w.ID, reason, p.Attempts)
+		return event.NewCallback(event.CallbackDied, e.ID, w.ID, w.ID, tell(fmt.Sprintf("%s; plan %s queued again (attempt %d)", reason, p.Name, p.Attempts+1)), ""), state.Noted("worker lost, plan queued again")
+	}
+	p.State, p.Worker, p.Reason, p.Updated = state.PlanFailed, w.ID, fmt.Sprintf("%s died (%s) on attempt %d; not retried (queued again once already)", w.ID, reason, p.Attempts), now
+	return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, p.Name, w.ID, tell(p.Reason), "")), state.Noted("worker lost, plan failed")
 }
 
 // flushOutbox stores the callbacks that no message carries. Their ids are

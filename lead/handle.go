@@ -196,6 +196,8 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 		cb = l.outage(e, cb) // an outage moves the plan on (outage.go)
 	case event.Ready:
 		n = l.sessions.Ready(l.st, e)
+	case event.Exhausted:
+		cb, n = l.exhausted(e)
 	}
 	if err != nil {
 		// Nothing of this event was recorded: nothing may start from it.

@@ -95,9 +95,19 @@ func (l *Loop) exited(e event.Event) (*event.Callback, state.Note) {
 		// It ended while no lead loop watched it as its parent: stopped by
 		// orch down, killed with the tmux server's machine, or crashed. Like
 		// a lost pane: the plan goes out once more, then fails.
-		return l.requeueOrFail(e, w, p, fmt.Sprintf("headless process %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log))
+		return l.requeueOrFail(e, w, p, fmt.Sprintf("headless process %s without orch-notify done (output: %s)", strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid)), log), "")
 	}
 	how := strings.TrimPrefix(e.Status, fmt.Sprintf("process %d ", pid))
+	if strings.HasPrefix(how, "killed by signal") && w.Remote == "" {
+		// Killed mid-plan (by a person, the OOM killer, a crash): a death,
+		// not the agent giving up. The worker comes back within its
+		// budget, the plan goes out once more (restart.go).
+		why := fmt.Sprintf("headless process %d %s (output: %s)", pid, how, log)
+		w.Plan = ""
+		then := l.grantRestart(w, why)
+		l.log.Warn("headless worker died", "worker", w.ID, "plan", p.Name, "how", how)
+		return l.requeueOrFail(e, w, p, why, then)
+	}
 	if p.State == state.PlanNeedsInput {
 		// The lead was told already why the run stopped (its turn ended
 		// without done, or it asked for a permission nobody can give a

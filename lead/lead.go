@@ -188,6 +188,9 @@ type Loop struct {
 	stopped chan struct{}
 	// pending runs once the current event's effect is recorded.
 	pending []func()
+	// restartDue names a dead worker whose granted restart is due
+	// (restart.go).
+	restartDue chan string
 	// wake re-runs the scheduler when a stagger interval has passed.
 	wake         chan struct{}
 	nextDispatch time.Time
@@ -311,7 +314,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	cfg.Groups, cfg.Workers = groupsOf(cfg)
 	l := &Loop{cfg: cfg, orchDir: orchdir.Of(cfg.Root), log: cfg.Logger, msgs: make(chan jetstream.Msg, 4096),
-		stopped: make(chan struct{}), wake: make(chan struct{}, 1), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{},
+		stopped: make(chan struct{}), wake: make(chan struct{}, 1), restartDue: make(chan string, 16), spoolDue: make(chan struct{}, 1), linkUp: make(chan struct{}, 1), paneEnded: map[string]bool{},
 		integrations: make(chan integrationReport), inFlight: map[string]bool{}, integrateHeld: map[string]time.Time{},
 		deadlines: make(chan deadline, 64), interrupts: make(chan interruptCheck, 64)}
 	defer close(l.stopped)
@@ -462,6 +465,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if panes {
 		l.fleet.WatchScreens(ctx, l.st.Session)
 	}
+	l.resumeRestarts()
 	l.remoteUp()
 	defer func() {
 		for _, nc := range l.hostConns {
@@ -583,6 +587,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.reportDeath(d)
 		case n := <-l.fleet.Exits():
 			l.reportExit(n)
+		case id := <-l.restartDue:
+			l.restartNow(ctx, id)
 		case s := <-l.fleet.Setups():
 			l.reportSetup(s)
 		case f := <-l.gates.Finished():

@@ -62,7 +62,7 @@ func (l *Loop) remoteUp() {
 		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State.Working() {
 			e := event.New(event.Lost, p.Name, why, w.ID, "")
 			e.ID = event.DerivedID(fmt.Sprintf("host removed %s %s %d", w.ID, p.Name, p.Attempts))
-			cb, _ := l.requeueOrFail(e, w, p, why)
+			cb, _ := l.requeueOrFail(e, w, p, why, "")
 			if cb != nil {
 				l.st.Outbox = append(l.st.Outbox, cb)
 			}

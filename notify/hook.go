@@ -150,6 +150,7 @@ type claudeInput struct {
 	SessionID        string `json:"session_id"`
 	Cwd              string `json:"cwd"`
 	Source           string `json:"source"`            // SessionStart: startup, resume, clear, compact
+	Trigger          string `json:"trigger"`           // PreCompact: auto (the context is full) or manual (/compact)
 	Prompt           string `json:"prompt"`            // UserPromptSubmit
 	Message          string `json:"message"`           // Notification
 	Title            string `json:"title"`             // Notification
@@ -181,7 +182,11 @@ type claudeInput struct {
 //     (the PermissionRequest for the same prompt names the command) and
 //     idle_prompt (a reminder that it still waits: idle with StillIdle);
 //   - Stop → idle (the turn ended);
-//   - StopFailure → failed with the error's kind and the agent's message.
+//   - StopFailure → failed with the error's kind and the agent's message,
+//     or exhausted when the error says the context ran out (ContextError);
+//   - PreCompact with trigger auto → exhausted (the context is full and
+//     Claude Code is about to summarise it); a /compact typed by a person
+//     (trigger manual) sends nothing.
 //
 // send is false for events orch does not use.
 func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err error) {
@@ -210,7 +215,15 @@ func ClaudeHookEvent(data []byte, worker string) (e event.Event, send bool, err 
 	case "Stop":
 		return event.New(event.Idle, plan, "", worker, host), true, nil
 	case "StopFailure":
+		if reason := failureReason(in); ContextError(firstNonEmpty(in.ErrorType, rawText(in.Error)), reason) {
+			return event.New(event.Exhausted, plan, "out of context: "+reason, worker, host), true, nil
+		}
 		return event.New(event.Failed, plan, failureReason(in), worker, host), true, nil
+	case "PreCompact":
+		if in.Trigger != "auto" {
+			return e, false, nil
+		}
+		return event.New(event.Exhausted, plan, "context full: Claude Code began compacting its conversation (PreCompact auto)", worker, host), true, nil
 	case "UserPromptSubmit":
 		if p := event.DispatchedPlan(in.Prompt); p != "" {
 			return event.New(event.Started, p, "", worker, host), true, nil
@@ -236,6 +249,22 @@ func permissionReason(in claudeInput) string {
 		return "Claude Code asks permission to use " + tool
 	}
 	return "Claude Code asks permission to use " + tool + ": " + what
+}
+
+// ContextError says whether an agent's error (its kind and message) means
+// its context ran out: the output limit (max_output_tokens) or a prompt
+// too long for the model's window.
+func ContextError(kind, msg string) bool {
+	if kind == "max_output_tokens" {
+		return true
+	}
+	m := strings.ToLower(msg)
+	for _, s := range []string{"max_output_tokens", "prompt is too long", "context window", "context length", "context limit", "context_length_exceeded"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // failureReason is a StopFailure's reason: the agent's own message,

@@ -114,6 +114,14 @@ func (s *Sessions) Failed(st *state.State, e event.Event) (*event.Callback, stat
 	return s.agentFailed(st, e)
 }
 
+// Holder is the plan a hook's event is about and the worker that holds
+// it, when that worker holds it and still works on it (an event that names
+// no plan means the worker's); a non-empty note says why the event has no
+// effect.
+func (s *Sessions) Holder(st *state.State, e *event.Event) (*state.Run, *state.Worker, state.Note) {
+	return s.hookHolder(st, e)
+}
+
 // ScreenChanged reads the screen of a pane that wrote, if what it shows
 // matters now (screenChanged).
 func (s *Sessions) ScreenChanged(ctx context.Context, st *state.State, pane string) {

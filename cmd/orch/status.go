@@ -68,6 +68,9 @@ func printStatus(s streams, v orchctl.StatusView) {
 		case p.State == state.PlanDone:
 			note = p.Status
 		}
+		if note == "" {
+			note = p.Retry // why this attempt is a retry (a worker died, a context ran out)
+		}
 		if len(p.Stale) > 0 {
 			note = "STALE BASE: " + strings.Join(p.Stale, ", ") + "; " + note
 		}

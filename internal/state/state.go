@@ -91,6 +91,12 @@ type Worker struct {
 	// Agent is what the worker's agent was started from (a profile name,
 	// or the --agent command): a restart re-adopts its pane as that agent.
 	Agent string `json:"agent,omitempty"`
+	// Restarts are when the worker was given a new pane (or, headless,
+	// made usable again) after a death, within the restart window (package
+	// lead's restart budget); RestartAt is when the next one is due while
+	// the worker is dead and one is granted (zero: none is).
+	Restarts  []time.Time `json:"restarts,omitempty"`
+	RestartAt time.Time   `json:"restart_at,omitzero"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
@@ -199,6 +205,14 @@ type Run struct {
 	// MaxHistory; Asking is set while Track saw it needing input.
 	History []ledger.Attempt `json:"history,omitempty"`
 	Asking  bool             `json:"asking,omitempty"`
+	// Requeued counts the times the plan went back to the queue by itself
+	// because its worker died (once at most), Refreshed the times it was
+	// given again to a fresh session of its worker because the agent ran
+	// out of context (once at most); both start again at orch dispatch.
+	// Retry says why the current attempt is a retry, for orch status.
+	Requeued  int    `json:"requeued,omitempty"`
+	Refreshed int    `json:"refreshed,omitempty"`
+	Retry     string `json:"retry,omitempty"`
 }
 
 // StackDep is one dependency a plan's branch was made from: its attempt

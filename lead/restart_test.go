@@ -1,0 +1,140 @@
+package lead
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/state"
+)
+
+func TestRestartDelay(t *testing.T) {
+	ago := func(d ...time.Duration) []time.Time {
+		var ts []time.Time
+		for _, x := range d {
+			ts = append(ts, testNow.Add(-x))
+		}
+		return ts
+	}
+	tests := []struct {
+		name  string
+		past  []time.Time
+		kept  int
+		delay time.Duration
+		ok    bool
+	}{
+		{"first death", nil, 0, time.Second, true},
+		{"second", ago(time.Minute), 1, 2 * time.Second, true},
+		{"third", ago(2*time.Minute, time.Minute), 2, 4 * time.Second, true},
+		{"budget spent", ago(3*time.Minute, 2*time.Minute, time.Minute), 3, 0, false},
+		{"old restarts forgotten", ago(RestartWindow+time.Second, RestartWindow, time.Minute), 1, 2 * time.Second, true},
+		{"all old", ago(time.Hour, 2*time.Hour, 3*time.Hour), 0, time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kept, delay, ok := restartDelay(tt.past, testNow)
+			if len(kept) != tt.kept || delay != tt.delay || ok != tt.ok {
+				t.Errorf("restartDelay = %d kept, %s, %v; want %d, %s, %v", len(kept), delay, ok, tt.kept, tt.delay, tt.ok)
+			}
+		})
+	}
+}
+
+// killed is the exited record of w1's process pid for attempt n of p,
+// killed by SIGKILL.
+func killed(pid, n int) event.Event {
+	e := event.Record(event.Exited, event.DerivedID(fmt.Sprintf("exited w1 p %d %d", n, pid)), "p", "w1", fmt.Sprintf("process %d killed by signal killed", pid), testNow)
+	e.Attempt = n
+	return e
+}
+
+// A headless worker killed mid-plan comes back after its back-off, its
+// plan runs once more; killed again, the plan fails; and a worker killed
+// in a loop stays dead once its budget is spent.
+func TestHeadlessKilledComesBackWithinBudget(t *testing.T) {
+	l, _ := testLoop(t)
+	l.restartDue = make(chan string, 4)
+	w := l.st.Worker("w1")
+	w.Headless, w.Pane, w.PID = true, "", 100
+	p := l.st.Plans["p"]
+
+	cb, _ := l.exited(killed(100, 1))
+	if cb == nil || cb.Kind != event.CallbackDied || !strings.Contains(cb.Line, "plan p queued again (attempt 2); w1 restarts in 1s (restart 1 of 3") {
+		t.Fatalf("first kill: callback %+v", cb)
+	}
+	if p.State != state.PlanQueued || p.Requeued != 1 || !strings.HasPrefix(p.Retry, "attempt 2: w1 died (headless process 100 killed by signal killed") {
+		t.Fatalf("first kill: plan %+v", p)
+	}
+	if w.State != state.WorkerDead || !w.RestartAt.Equal(testNow.Add(time.Second)) || len(w.Restarts) != 1 || len(l.pending) != 1 {
+		t.Fatalf("first kill: worker %+v, %d pending", w, len(l.pending))
+	}
+
+	// The timer fires: the worker is usable again; the plan goes to it.
+	l.pending = nil
+	l.cfg.Now = func() time.Time { return testNow.Add(time.Second) }
+	w.RestartAt = testNow.Add(time.Second)
+	l.restartNow(t.Context(), "w1") // saves; nothing is dispatched without a fleet
+	if w.State != state.WorkerIdle || !w.RestartAt.IsZero() {
+		t.Fatalf("after the restart: worker %+v", w)
+	}
+	p.State, p.Worker, p.Attempts = state.PlanRunning, "w1", 2
+	w.State, w.Plan, w.PID = state.WorkerBusy, "p", 200
+
+	cb, _ = l.exited(killed(200, 2))
+	if cb == nil || cb.Kind != event.CallbackFailed || !strings.Contains(cb.Status, "on attempt 2; not retried") || !strings.Contains(cb.Status, "w1 restarts in 2s (restart 2 of 3") {
+		t.Fatalf("second kill: callback %+v", cb)
+	}
+	if p.State != state.PlanFailed {
+		t.Fatalf("second kill: plan %s", p.State)
+	}
+
+	// Two more deaths within the window: the third restart, then none.
+	for i, want := range []string{"restarts in 4s (restart 3 of 3", "stays dead: restart budget spent"} {
+		w.State, w.RestartAt, w.Plan, w.PID = state.WorkerIdle, time.Time{}, "", 300+i
+		then := l.grantRestart(w, "killed")
+		if !strings.Contains(then, want) {
+			t.Fatalf("death %d: %q, want %q", i+3, then, want)
+		}
+	}
+	if w.State != state.WorkerDead || !w.RestartAt.IsZero() || !strings.Contains(w.Reason, "not restarted: it died 4 times within 10m0s (restart budget 3)") {
+		t.Fatalf("worker after the budget: %+v", w)
+	}
+}
+
+// An agent out of context: its plan is given again once as its next
+// attempt (held by the same worker); the second time it fails.
+func TestExhaustedOnceThenFailed(t *testing.T) {
+	l, _ := testLoop(t)
+	w := l.st.Worker("w1")
+	w.Headless, w.Pane, w.PID = true, "", 100
+	l.sessions = l.newSessions()
+	p := l.st.Plans["p"]
+
+	e := workerEvent(event.Exhausted, "p", "w1", "context full")
+	cb, _ := l.exhausted(e)
+	if cb == nil || cb.Kind != event.CallbackRestarted || cb.Line != "WORKER-RESTARTED p: w1 ran out of context (context full); fresh session in the same worktree, plan given again (attempt 2)" {
+		t.Fatalf("first: callback %+v", cb)
+	}
+	if p.State != state.PlanDispatched || p.Attempts != 2 || p.Refreshed != 1 || w.Plan != "p" || w.State != state.WorkerBusy || len(l.pending) != 1 {
+		t.Fatalf("first: plan %+v, worker %+v, %d pending", p, w, len(l.pending))
+	}
+	// A late signal of the old session is about attempt 1.
+	old := workerEvent(event.Exhausted, "p", "w1", "context full")
+	old.Attempt = 1
+	if cb, n := l.exhausted(old); cb != nil || n.None() {
+		t.Fatalf("old session's signal: %+v %+v", cb, n)
+	}
+	l.pending = nil
+	p.State = state.PlanRunning
+	e = workerEvent(event.Exhausted, "p", "w1", "context full")
+	e.Time = testNow
+	cb, _ = l.exhausted(e)
+	if cb == nil || cb.Kind != event.CallbackFailed || !strings.Contains(cb.Status, "ran out of context again (context full) on attempt 2") {
+		t.Fatalf("second: callback %+v", cb)
+	}
+	if p.State != state.PlanFailed {
+		t.Fatalf("second: plan %s", p.State)
+	}
+}
