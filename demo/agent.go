@@ -69,6 +69,7 @@ type directives struct {
 	// contextFull names a marker file: while it is not there, the agent
 	// makes it, says it ran out of context as Claude Code's PreCompact
 	// hook does, and works no further (a fresh session finds it and works).
+	// "-" is no marker: every session runs out.
 	contextFull string
 	writes      [][2]string
 	claims      []string
@@ -196,19 +197,21 @@ func (a *Agent) plan(ctx context.Context, name string) bool {
 }
 
 // outOfContext plays an agent whose context fills up, the first time
-// (marker not there): it makes marker, runs its hook as Claude Code runs
+// (marker not there; "-": every time): it makes marker, runs its hook as Claude Code runs
 // PreCompact when it starts compacting on its own, and then waits for ctx
 // (orch replaces the session). It says whether it did.
 func (a *Agent) outOfContext(ctx context.Context, name, marker string) bool {
-	if !filepath.IsAbs(marker) {
-		marker = filepath.Join(a.Dir, marker)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		return false
-	}
-	if err := os.WriteFile(marker, []byte(name+"\n"), 0o644); err != nil {
-		fmt.Fprintf(a.Out, "  context-full marker: %v\n", err)
-		return false
+	if marker != "-" {
+		if !filepath.IsAbs(marker) {
+			marker = filepath.Join(a.Dir, marker)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			return false
+		}
+		if err := os.WriteFile(marker, []byte(name+"\n"), 0o644); err != nil {
+			fmt.Fprintf(a.Out, "  context-full marker: %v\n", err)
+			return false
+		}
 	}
 	fmt.Fprintf(a.Out, "  context full: compacting\n")
 	in := fmt.Sprintf(`{"hook_event_name":"PreCompact","trigger":"auto","cwd":%q}`, a.Dir)

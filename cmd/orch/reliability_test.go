@@ -23,19 +23,16 @@ func TestReliability(t *testing.T) {
 		t.Fatal("tmux is not installed and ORCH_REQUIRE_TMUX=1: install tmux (apt-get install -y tmux)")
 	}
 	p := scriptParams("testdata/reliability")
-	p.Cmds["killworker"] = cmdKillWorker
-	p.Cmds["waitworker"] = cmdWaitWorker
 	p.Cmds["outlast"] = cmdOutlast
 	p.Cmds["noseeds"] = cmdNoSeeds
-	p.Cmds["waitstatus"] = cmdWaitStatus
 	p.Cmds["waitfilecount"] = cmdWaitFileCount
 	p.Cmds["waitlines"] = cmdWaitLines
 	p.Cmds["deadpid"] = cmdDeadPID
 	testscript.Run(t, p)
 }
 
-// killworker <wN>: kill the process running in the worker's pane, as a
-// crash would.
+// killworker <wN>: kill the process running in the worker's pane, or
+// its headless process group, with SIGKILL, as a crash would.
 func cmdKillWorker(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: killworker <wN>")
@@ -45,6 +42,13 @@ func cmdKillWorker(ts *testscript.TestScript, neg bool, args []string) {
 	for _, w := range v.Workers {
 		if w.ID != args[0] {
 			continue
+		}
+		if w.Headless {
+			if w.PID == 0 {
+				ts.Fatalf("headless worker %s runs no process", w.ID)
+			}
+			ts.Check(syscall.Kill(-w.PID, syscall.SIGKILL))
+			return
 		}
 		out, err := tmuxCmd(ts, "display-message", "-p", "-t", w.Pane, "#{pane_pid}").Output()
 		ts.Check(err)
@@ -189,8 +193,6 @@ func TestScriptsIgnoreCallerTmux(t *testing.T) {
 		}
 	})
 	p := scriptParams("testdata/reliability")
-	p.Cmds["killworker"] = cmdKillWorker
-	p.Cmds["waitworker"] = cmdWaitWorker
 	p.Dir, p.Files = "", []string{"testdata/reliability/pane_died.txtar"}
 	testscript.Run(t, p)
 }

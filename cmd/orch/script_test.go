@@ -138,6 +138,9 @@ func scriptParams(dir string) testscript.Params {
 			"hidetmux":    cmdHideTmux,
 			"unixuser":    cmdUnixUser,
 			"opendirs":    cmdOpenDirs,
+			"killworker":  cmdKillWorker,
+			"waitworker":  cmdWaitWorker,
+			"waitstatus":  cmdWaitStatus,
 		},
 	}
 }
