@@ -99,7 +99,7 @@ func (f *Fleet) StopRun(id string, pid int) error {
 // SessionUp says whether the fleet's tmux session is there (false when
 // tmux does not answer within 5 s, or its server is gone).
 func (f *Fleet) SessionUp(session string) bool {
-	if f.tmux == nil || session == "" {
+	if !f.Panes() || session == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

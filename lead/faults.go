@@ -60,7 +60,7 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 		delete(l.paneEnded, e.Pane) // an old pane of a worker that has a new one
 		return nil, state.Ignoring(fmt.Sprintf("pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane))
 	}
-	if w.State == state.WorkerDead {
+	if w.State == state.WorkerDead && w.DeadPane == e.Pane {
 		delete(l.paneEnded, e.Pane) // its second report; the id may come back for a new pane
 		return nil, state.Ignoring("already dead")
 	}
@@ -78,7 +78,7 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 		reason = "process ended"
 	}
 	plan := w.Plan
-	w.Plan, w.Starting, w.Asked, w.Hooked = "", false, "", false
+	w.Plan, w.Starting, w.Asked, w.Hooked, w.DeadPane = "", false, "", false, e.Pane
 	then := l.grantRestart(w, reason)
 	l.log.Warn("worker died", "worker", w.ID, "pane", e.Pane, "reason", reason, "plan", plan)
 	p := l.st.Plans[plan]

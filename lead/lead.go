@@ -16,7 +16,8 @@
 // gates' reports (a pane died, a process exited, a screen changed, a setup,
 // a gate run or a metric command ended), the outcomes of integrations it
 // runs by itself (autointegrate.go, integrate: auto), one-shot timers (a
-// plan's deadline: timeout.go), and cancellation. Every message is
+// plan's deadline: timeout.go; a dead worker's restart: restart.go), and
+// cancellation. Every message is
 // handled in that one goroutine, in order: its effect (a harvest commit, a
 // ledger entry, a state change) is committed, its callback for the lead is
 // published, one state save records both, and only then is the message

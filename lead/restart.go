@@ -89,15 +89,15 @@ func (l *Loop) armRestart(id string, after time.Duration) {
 }
 
 // resumeRestarts takes up the restarts granted before orch serve stopped:
-// a worker the fleet's start brought back already has nothing left to do
-// (and a fresh budget); one still dead gets its timer again.
+// a worker the fleet's start brought back (or that was alive) has nothing
+// left to do, and a fresh budget; one still dead with a restart granted
+// gets its timer again.
 func (l *Loop) resumeRestarts() {
 	now := l.cfg.Now()
 	for _, w := range l.st.Workers {
-		switch {
-		case w.State != state.WorkerDead && !w.RestartAt.IsZero():
+		if w.State != state.WorkerDead {
 			w.RestartAt, w.Restarts = time.Time{}, nil
-		case w.State == state.WorkerDead && !w.RestartAt.IsZero():
+		} else if !w.RestartAt.IsZero() {
 			l.armRestart(w.ID, max(0, w.RestartAt.Sub(now)))
 		}
 	}

@@ -97,6 +97,11 @@ type Worker struct {
 	// the worker is dead and one is granted (zero: none is).
 	Restarts  []time.Time `json:"restarts,omitempty"`
 	RestartAt time.Time   `json:"restart_at,omitzero"`
+	// DeadPane is the pane whose death was handled last: a second report
+	// of it has no effect, while a worker taken out of use for another
+	// reason (a line that could not be typed) still has its pane's death
+	// handled, and its restart decided.
+	DeadPane string `json:"dead_pane,omitempty"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
