@@ -15,9 +15,10 @@ import (
 // FaultEnv names the fault-injection point at which orch serve kills itself
 // with SIGKILL, for the reliability tests: before-harvest-commit,
 // after-harvest-commit, after-ledger-commit, before-ack, for batched
-// harvests batch-before-published-save, and before-integrated-record (an
-// integration by itself moved the base branch, its record is not out).
-// Unset in normal use.
+// harvests batch-before-published-save, before-integrated-record (an
+// integration by itself moved the base branch, its record is not out), and
+// before-refresh (a fresh session decided and saved, not made). Unset in
+// normal use.
 const FaultEnv = "ORCH_FAULT"
 
 // fault kills the process at the named point if ORCH_FAULT asks for it.

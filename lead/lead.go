@@ -543,6 +543,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	l.flushOutbox()
 	l.sessions.Resume(ctx, l.st)
 	l.resumeDeadlines(ctx)
+	l.resumeRefreshes(ctx)
 	l.schedule(ctx)
 	// Approved plans left by the last run (a crash mid-integration too).
 	if l.conf.AutoIntegrate && !l.isolated() {

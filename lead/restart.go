@@ -57,7 +57,7 @@ func restartDelay(past []time.Time, now time.Time) (kept []time.Time, delay time
 // told of the worker's fate.
 func (l *Loop) grantRestart(w *state.Worker, why string) string {
 	now := l.cfg.Now().UTC()
-	w.State, w.Since, w.RestartAt = state.WorkerDead, now, time.Time{}
+	w.State, w.Since, w.RestartAt, w.Interrupting = state.WorkerDead, now, time.Time{}, ""
 	if w.Remote != "" {
 		w.Reason = why
 		return w.ID + " is a host's worker: its host brings it back"
@@ -100,6 +100,23 @@ func (l *Loop) resumeRestarts() {
 		} else if !w.RestartAt.IsZero() {
 			l.armRestart(w.ID, max(0, w.RestartAt.Sub(now)))
 		}
+	}
+}
+
+// resumeRefreshes makes the fresh sessions decided before orch serve
+// stopped and not made yet (the worker still holds its plan, dispatched
+// again), once the loop can tell the lead.
+func (l *Loop) resumeRefreshes(ctx context.Context) {
+	for _, w := range l.st.Workers {
+		if !w.Refresh || w.State == state.WorkerDead || w.Remote != "" {
+			continue
+		}
+		plan := ""
+		if p := l.st.Plans[w.Plan]; p != nil && p.Worker == w.ID && p.State == state.PlanDispatched {
+			plan = p.Name
+		}
+		l.log.Info("fresh session decided before the last stop: made now", "worker", w.ID, "plan", plan)
+		l.refresh(ctx, w.ID, plan)
 	}
 }
 
@@ -161,6 +178,7 @@ func (l *Loop) exhausted(e event.Event) (*event.Callback, state.Note) {
 		if !w.Headless {
 			w.Plan = "" // the new pane's agent is free for the next plan
 		}
+		w.Refresh = true
 		l.after(func() { l.refresh(context.Background(), id, "") })
 		l.log.Warn("out of context again: plan failed", "plan", plan, "worker", id, "why", why)
 		return l.verificationFailed(p, event.NewCallback(event.CallbackFailed, e.ID, plan, id, p.Reason, "")), state.Noted("failed: " + p.Reason)
@@ -170,7 +188,10 @@ func (l *Loop) exhausted(e event.Event) (*event.Callback, state.Note) {
 	p.Retry = fmt.Sprintf("attempt %d: %s ran out of context (%s); given again to a fresh session in the same worktree", p.Attempts, w.ID, why)
 	p.State, p.Reason, p.Updated, p.AttemptSince = state.PlanDispatched, "", now, now
 	p.Resent, p.Typed, p.Enters, p.Echo, p.Waiting, p.IdleEvent, p.Unacked = false, false, 0, 0, false, "", false
-	w.State, w.Plan, w.Since = state.WorkerBusy, plan, now
+	if d, err := time.ParseDuration(p.Limit); err == nil && p.Limit != "" {
+		p.Deadline = now.Add(d) // a new attempt, a new time limit (timeout.go)
+	}
+	w.State, w.Plan, w.Since, w.Refresh = state.WorkerBusy, plan, now, true
 	l.after(func() { l.refresh(context.Background(), id, plan) })
 	l.log.Warn("out of context: fresh session, plan given again", "plan", plan, "worker", id, "attempt", p.Attempts, "why", why)
 	return event.NewCallback(event.CallbackRestarted, e.ID, plan, id,
@@ -182,6 +203,7 @@ func (l *Loop) exhausted(e event.Event) (*event.Callback, state.Note) {
 // stopped; then plan, if any, its dispatch line. What cannot be done
 // counts as the worker's death.
 func (l *Loop) refresh(ctx context.Context, id, plan string) {
+	l.fault("before-refresh")
 	w := l.st.Worker(id)
 	if w == nil {
 		return
@@ -190,7 +212,9 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		if err := l.fleet.StopRun(id, w.PID); err != nil {
 			l.log.Error("stop the run that ran out of context", "worker", id, "err", err)
 		}
+		w.Refresh = false
 		if plan == "" {
+			l.save()
 			return // its exit frees the worker
 		}
 		// The old process's exit names a pid that is no longer the
@@ -199,7 +223,9 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		line, _ := fleet.DispatchLine(plan, l.fleet.NotifyBin())
 		if err := l.startHeadless(w, plan, line); err != nil {
 			l.refreshFailed(w, plan, err)
+			return
 		}
+		l.armDeadline(l.st.Plans[plan])
 		return
 	}
 	starting, err := l.fleet.Respawn(ctx, l.st.Session, w)
@@ -207,6 +233,7 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		l.refreshFailed(w, plan, err)
 		return
 	}
+	w.Refresh = false
 	if starting {
 		l.sessions.Started([]*state.Worker{w})
 	}
@@ -226,7 +253,9 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 	}
 	if err := l.sessions.TypeLine(ctx, l.st, w, plan); err != nil {
 		l.refreshFailed(w, plan, err)
+		return
 	}
+	l.armDeadline(l.st.Plans[plan])
 }
 
 // refreshFailed: the fresh session could not be had. The worker is dead,
@@ -235,7 +264,7 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 func (l *Loop) refreshFailed(w *state.Worker, plan string, err error) {
 	reason := "fresh session failed: " + event.Clean(err.Error())
 	l.log.Error("fresh session failed", "worker", w.ID, "plan", plan, "err", err)
-	w.State, w.Reason, w.Since, w.Plan = state.WorkerDead, reason, l.cfg.Now().UTC(), ""
+	w.State, w.Reason, w.Since, w.Plan, w.Refresh = state.WorkerDead, reason, l.cfg.Now().UTC(), "", false
 	id := fmt.Sprintf("refresh-%s-%d", w.ID, l.cfg.Now().UnixNano())
 	cb := event.NewCallback(event.CallbackDied, id, w.ID, w.ID, reason, "")
 	if p := l.st.Plans[plan]; p != nil && p.Worker == w.ID && p.State.Working() {

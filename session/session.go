@@ -610,6 +610,9 @@ func (s *Sessions) ackExpired(ctx context.Context, st *state.State, c ackCheck) 
 	if p == nil || p.State != state.PlanDispatched || p.Attempts != c.attempt {
 		return // acknowledged, or moved on since
 	}
+	if !c.resent && p.Resent {
+		return // a first deadline armed twice (a line typed again at start): the re-send's own deadline decides
+	}
 	w := st.Worker(p.Worker)
 	if w == nil || w.Remote != "" || !s.fleet.Panes() {
 		return // a host's worker's dispatch is its host's to check

@@ -102,6 +102,9 @@ type Worker struct {
 	// reason (a line that could not be typed) still has its pane's death
 	// handled, and its restart decided.
 	DeadPane string `json:"dead_pane,omitempty"`
+	// Refresh is set from the moment its agent is found out of context
+	// until its fresh session is there (a new pane, or process).
+	Refresh bool `json:"refresh,omitempty"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
