@@ -413,3 +413,48 @@ func TestHostKeyPublishesNothingHere(t *testing.T) {
 		return true
 	}, "the host's forged callback to be sourced, marked as the host's")
 }
+
+// On a host's server a worker's key may not send the records its host
+// makes about it (its process's exit, its pane's death), not even about
+// itself: they reach the lead under the worker's subjects, taken there
+// as the host's word. Its own events go in; the host's local key may
+// send both records.
+func TestHostWorkersMayNotSendHostRecords(t *testing.T) {
+	_, ths := leafSetup(t, "alpha")
+	th := ths[0]
+	w := th.h.Workers[0]
+	seed, err := os.ReadFile(orchdir.WorkerKey(th.dir, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, err := notify.Connect(notify.Config{URL: th.srv.URL(), Prefix: "orch", Seed: []byte(strings.TrimSpace(string(seed))),
+		Inbox: event.WorkerInboxOf(w), Timeout: 2 * time.Second}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	hc, err := th.srv.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	publish := func(nc *nats.Conn, kind event.Kind) error {
+		js, _ := jetstream.New(nc)
+		e := event.New(kind, "p", "", w, "alpha")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.Publish(ctx, hosts.RecordSubject("orch", w, string(kind)), e.Marshal())
+		return err
+	}
+	if err := publish(wc, event.Started); err != nil {
+		t.Fatalf("%s's own started: %v", w, err)
+	}
+	for _, k := range []event.Kind{event.Exited, event.Died} {
+		if err := publish(wc, k); err == nil {
+			t.Errorf("%s's key stored a %s about itself on its host", w, k)
+		}
+		if err := publish(hc, k); err != nil {
+			t.Errorf("the host's own %s record: %v", k, err)
+		}
+	}
+}
