@@ -265,6 +265,13 @@ func (d *daemon) serve(m *nats.Msg) {
 		return
 	}
 	<-d.ready
+	data, _ := json.Marshal(d.answer(m.Subject, m.Data))
+	m.Respond(data)
+}
+
+// answer does the lead's request op (the subject's last token) with
+// data, and says what came of it.
+func (d *daemon) answer(subject string, data []byte) hosts.Reply {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Under the lead's wait, so a run it gave up on does not start later.
@@ -272,20 +279,20 @@ func (d *daemon) serve(m *nats.Msg) {
 	defer cancel()
 	var r hosts.Reply
 	var err error
-	switch op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]; op {
+	switch op := subject[strings.LastIndexByte(subject, '.')+1:]; op {
 	case hosts.OpRun:
 		var req hosts.Run
-		if err = decode(m.Data, &req); err == nil {
+		if err = decode(data, &req); err == nil {
 			r, err = d.run(ctx, req)
 		}
 	case hosts.OpBundle:
 		var req hosts.Bundle
-		if err = decode(m.Data, &req); err == nil {
+		if err = decode(data, &req); err == nil {
 			r, err = d.bundle(ctx, req)
 		}
 	case hosts.OpLog:
 		var req hosts.Log
-		if err = decode(m.Data, &req); err == nil {
+		if err = decode(data, &req); err == nil {
 			var pane bool
 			if r, pane, err = d.screen(ctx, req); !pane && err == nil {
 				r, err = d.logTail(req)
@@ -293,18 +300,17 @@ func (d *daemon) serve(m *nats.Msg) {
 		}
 	case hosts.OpTaken:
 		var req hosts.TakenBundle
-		if err = decode(m.Data, &req); err == nil {
+		if err = decode(data, &req); err == nil {
 			err = d.store.Delete(ctx, req.Object)
 		}
 	default:
 		err = fmt.Errorf("%w: %q", ErrRequest, op)
 	}
 	if err != nil {
-		d.log.Warn("lead's request not done", "subject", m.Subject, "err", err)
-		r = hosts.Reply{Error: err.Error()}
+		d.log.Warn("lead's request not done", "subject", subject, "err", err)
+		r = hosts.Reply{Error: err.Error(), Dead: r.Dead}
 	}
-	data, _ := json.Marshal(r)
-	m.Respond(data)
+	return r
 }
 
 func decode(data []byte, v any) error {
@@ -343,6 +349,9 @@ func (d *daemon) run(ctx context.Context, req hosts.Run) (hosts.Reply, error) {
 	}
 	if pid := d.running[req.Worker]; pid != 0 {
 		return hosts.Reply{}, fmt.Errorf("%w: worker %s still runs process %d", ErrBusy, req.Worker, pid)
+	}
+	if r, err := d.deadPane(req.Worker); err != nil {
+		return r, err
 	}
 	if !d.repo.HasCommit(ctx, req.Base) {
 		if err := d.repo.Fetch(ctx, d.cfg.Remote); err != nil {

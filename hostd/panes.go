@@ -98,9 +98,6 @@ func (d *daemon) runPane(ctx context.Context, req hosts.Run) (hosts.Reply, error
 	if w == nil || w.Pane == "" {
 		return hosts.Reply{}, fmt.Errorf("%w: %s has no pane on this host", ErrRequest, req.Worker)
 	}
-	if w.State == state.WorkerDead {
-		return hosts.Reply{}, fmt.Errorf("%w: %s's pane %s has died (%s); it gets a new one when orch host starts again", ErrBusy, w.ID, w.Pane, w.Reason)
-	}
 	if old := p.st.Plans[w.Plan]; old != nil && old.Worker == w.ID {
 		delete(p.st.Plans, old.Name) // the lead has moved on from it
 	}
@@ -121,6 +118,20 @@ func (d *daemon) runPane(ctx context.Context, req hosts.Run) (hosts.Reply, error
 	}
 	d.log.Info("plan typed", "plan", req.Plan, "worker", w.ID, "attempt", req.Attempt, "pane", w.Pane, "waiting", run.Waiting)
 	return hosts.Reply{Pane: w.Pane}, nil
+}
+
+// deadPane refuses a run on a worker whose pane has died, before anything
+// is fetched or readied: Dead, so the lead queues the plan again (no
+// attempt) and takes the worker out of use, even if the host's died has
+// not reached it, or named a pane it never recorded.
+func (d *daemon) deadPane(worker string) (hosts.Reply, error) {
+	if d.panes == nil {
+		return hosts.Reply{}, nil
+	}
+	if w := d.panes.st.Worker(worker); w != nil && w.State == state.WorkerDead {
+		return hosts.Reply{Dead: true}, fmt.Errorf("%w: %s's pane %s has died (%s); it gets a new one when orch host starts again", ErrBusy, w.ID, w.Pane, w.Reason)
+	}
+	return hosts.Reply{}, nil
 }
 
 // screen is a pane worker's screen, for orch read.

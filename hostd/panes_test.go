@@ -2,6 +2,7 @@ package hostd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -56,7 +57,8 @@ func prove(pane string) []string {
 // A run on a pane host types the plan's dispatch line into the worker's
 // pane once the pane proves to be the worker's, and answers with the
 // pane. A pane that is someone else's gets nothing, and the host keeps no
-// plan; a dead worker's run is refused before tmux is asked anything; a
+// plan; a dead worker's run is refused before tmux or git is asked
+// anything, saying the worker is dead (the lead queues the plan again); a
 // worker whose agent is still starting gets its line once it is at its
 // prompt (the session's Waiting).
 func TestRunPane(t *testing.T) {
@@ -89,8 +91,9 @@ func TestRunPane(t *testing.T) {
 	}
 
 	st.Worker("w4").State, st.Worker("w4").Reason = state.WorkerDead, "pane %6 exited"
-	if _, err := d.runPane(t.Context(), hosts.Run{Worker: "w4", Plan: "q", Attempt: 1}); !errors.Is(err, ErrBusy) {
-		t.Fatalf("a run on a dead worker: %v", err)
+	req, _ := json.Marshal(hosts.Run{Worker: "w4", Plan: "q", Attempt: 1, Base: strings.Repeat("a", 40), PlanMD: []byte("# q\n")})
+	if r := d.answer(hosts.OpsSubject("orch", "alpha", hosts.OpRun), req); !r.Dead || !strings.Contains(r.Error, "w4's pane %6 has died") {
+		t.Fatalf("a run on a dead worker: %+v", r)
 	}
 
 	w := st.Worker("w4")

@@ -76,6 +76,10 @@ type Reply struct {
 	// the dispatch line went to (Run), or whose screen Text is (Log).
 	PID  int    `json:"pid,omitempty"`
 	Pane string `json:"pane,omitempty"`
+	// Dead, with Error, refuses a Run because the worker's pane on the
+	// host has died: nothing was started, and the worker is out of use
+	// (the lead queues the plan again, no attempt spent).
+	Dead bool `json:"dead,omitempty"`
 	// Head is the plan branch's head; Object the bundle's name in
 	// WorkBucket, "" when the head is the base (nothing to take).
 	Head   string `json:"head,omitempty"`

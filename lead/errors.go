@@ -8,6 +8,10 @@ var ErrNotInitialised = errors.New("repo not initialised for orch")
 // ErrAlreadyServing means another orch serve holds the repo's lock.
 var ErrAlreadyServing = errors.New("orch serve is already running for this repo")
 
+// ErrHostWorkerDead means a host refused a run because the worker's pane
+// there has died (its died may not have reached the lead yet).
+var ErrHostWorkerDead = errors.New("worker's pane on its host has died")
+
 // ErrNoFleet means a worker was addressed that has no pane.
 var ErrNoFleet = errors.New("no such worker in the fleet")
 

@@ -57,7 +57,9 @@ func (l *Loop) died(e event.Event) (*event.Callback, state.Note) {
 	if e.Pane == "" {
 		return nil, l.refuse(e, "a died event must name the pane that ended (ORCH_PANE)")
 	}
-	if e.Pane != w.Pane {
+	// A host's worker the lead never ran anything on has no pane in its
+	// record: its host's word names the pane (only its host may send it).
+	if e.Pane != w.Pane && (w.Remote == "" || w.Pane != "") {
 		delete(l.paneEnded, e.Pane) // an old pane of a worker that has a new one
 		return nil, state.Ignoring(fmt.Sprintf("pane %s is not %s's pane %s", e.Pane, w.ID, w.Pane))
 	}

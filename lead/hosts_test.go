@@ -1,6 +1,7 @@
 package lead
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -89,5 +90,46 @@ func TestRemotePaneDied(t *testing.T) {
 	}
 	if p := l.st.Plans["p"]; p.State != state.PlanQueued || p.Worker != "" {
 		t.Fatalf("plan after its worker's pane died: %+v", p)
+	}
+}
+
+// A host's pane worker whose pane died before the lead ran anything on
+// it (its agent never started) has no pane in the lead's record: its
+// host's died is taken, and the worker is out of use.
+func TestRemotePaneDiedBeforeAnyRun(t *testing.T) {
+	l, _ := testLoop(t)
+	w := l.st.Worker("w2")
+	w.Remote, w.Host, w.Pane, w.Headless = "alpha", "alpha", "", true
+	e := event.New(event.Died, "", "pane %7 exited (process 9) on host alpha", "w2", "alpha")
+	e.Pane = "%7"
+	if cb, _ := l.died(e); w.State != state.WorkerDead || cb == nil || cb.Kind != event.CallbackDied {
+		t.Fatalf("worker %+v, callback %+v", w, cb)
+	}
+}
+
+// A host that refuses a run because the worker's pane there has died
+// typed nothing: the plan is queued again with its attempt given back,
+// not failed, and the worker is out of use (not as unreachable, which a
+// new link would undo).
+func TestRemoteRunOnDeadPane(t *testing.T) {
+	l, _ := testLoop(t)
+	err := replyErr("alpha", hosts.Reply{Error: "w1's pane %5 has died (pane %5 exited)", Dead: true})
+	if !errors.Is(err, ErrHostWorkerDead) {
+		t.Fatalf("a dead pane's refusal: %v", err)
+	}
+	if err := replyErr("alpha", hosts.Reply{Error: "commit not on remote"}); err == nil || errors.Is(err, ErrHostWorkerDead) {
+		t.Fatalf("another refusal: %v", err)
+	}
+	p, w := l.st.Plans["p"], l.st.Worker("w1")
+	w.Remote, w.Host = "alpha", "alpha"
+	l.remoteStartFailed(&handoff{p: p, w: w}, err)
+	if p.State != state.PlanQueued || p.Worker != "" || p.Attempts != 0 {
+		t.Fatalf("plan after a run refused on a dead pane: %+v", p)
+	}
+	if w.State != state.WorkerDead || w.Plan != "" || strings.HasPrefix(w.Reason, unreachable) || !strings.Contains(w.Reason, "has died") {
+		t.Fatalf("worker after a run refused on a dead pane: %+v", w)
+	}
+	if len(l.st.Outbox) != 0 {
+		t.Fatalf("a plan queued again told as failed: %+v", l.st.Outbox)
 	}
 }

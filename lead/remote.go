@@ -137,10 +137,19 @@ func (l *Loop) ask(host, op string, req any, timeout time.Duration) (hosts.Reply
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		return r, fmt.Errorf("host %s: %s: unreadable reply: %w", host, op, err)
 	}
-	if r.Error != "" {
-		return r, fmt.Errorf("host %s: %s", host, r.Error)
+	return r, replyErr(host, r)
+}
+
+// replyErr is the error a host's reply r carries, nil for none: one
+// saying the worker's pane there has died is ErrHostWorkerDead.
+func replyErr(host string, r hosts.Reply) error {
+	switch {
+	case r.Error != "" && r.Dead:
+		return fmt.Errorf("host %s: %w: %s", host, ErrHostWorkerDead, r.Error)
+	case r.Error != "":
+		return fmt.Errorf("host %s: %s", host, r.Error)
 	}
-	return r, nil
+	return nil
 }
 
 // Timeouts of a host's requests. A host gives up on a run sooner than
@@ -164,7 +173,8 @@ var (
 // plan waits, and the worker is out of use until a host links again. The
 // host answered with an error (the base not there, a worktree it cannot
 // make): the plan fails with it, as a worktree the lead cannot ready
-// fails it. No answer in time counts as not reachable: the host drops a
+// fails it, unless the host says the worker's pane has died (the plan
+// waits, the worker is dead). No answer in time counts as not reachable: the host drops a
 // run it could not start within hosts.RunTimeout, shorter than the
 // lead's wait.
 func (l *Loop) remoteStartFailed(h *handoff, err error) {
@@ -178,6 +188,16 @@ func (l *Loop) remoteStartFailed(h *handoff, err error) {
 		p.State, p.Worker, p.Reason = state.PlanQueued, "", "start on "+w.ID+" (host "+w.Remote+") failed: "+err.Error()
 		p.Attempts--
 		w.State, w.Plan, w.PID, w.Reason, w.Since = state.WorkerDead, "", 0, unreachable+err.Error(), now
+		h.unverify()
+		l.nextDispatch = h.next
+	case errors.Is(err, ErrHostWorkerDead):
+		// The host typed nothing: no attempt, and the plan is not the
+		// worker's fault; the worker is out of use, as its died (which may
+		// come later, or named a pane the lead never recorded) makes it.
+		l.log.Error("worker's pane on its host has died; plan queued again", "plan", p.Name, "worker", w.ID, "host", w.Remote, "err", err)
+		p.State, p.Worker, p.Reason = state.PlanQueued, "", "start on "+w.ID+" (host "+w.Remote+") failed: "+err.Error()
+		p.Attempts--
+		w.State, w.Plan, w.PID, w.Reason, w.Since = state.WorkerDead, "", 0, err.Error(), now
 		h.unverify()
 		l.nextDispatch = h.next
 	default:
