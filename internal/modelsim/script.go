@@ -32,6 +32,14 @@ const (
 	// NoDone: orch-notify started, write RESULT.md, end the turn without
 	// orch-notify done.
 	NoDone Scenario = "nodone"
+	// Claims: as Done, with a RESULT.md whose "## Claims" lists one claim
+	// a verifier can check: ClaimOf(plan).
+	Claims Scenario = "claims"
+	// Verdicts: the plan is a verification round of a plan that did
+	// Claims (its name is the parent's with ".vNrM"): orch-notify started,
+	// run the claim's command, write RESULT.md with a "## Verdicts"
+	// section confirming claim 1, orch-notify done.
+	Verdicts Scenario = "verdicts"
 )
 
 // PermissionCommand is the command the Permission scenario asks to run.
@@ -39,6 +47,16 @@ const PermissionCommand = "curl -fsS http://127.0.0.1:9/orch-modelsim-permission
 
 // APIErrorMessage is the error text the APIError scenario returns.
 const APIErrorMessage = "modelsim: scripted invalid_request_error for this plan"
+
+// roundRE is the suffix orch gives a verification round's plan.
+var roundRE = regexp.MustCompile(`\.v[0-9]+r[0-9]+$`)
+
+// ClaimCommand is the command of the claim the Claims scenario makes for
+// plan: that its RESULT.md is there and not empty.
+func ClaimCommand(plan string) string { return "test -s plans/" + plan + "/RESULT.md" }
+
+// ClaimOf is the claim line the Claims scenario writes for plan.
+func ClaimOf(plan string) string { return "`" + ClaimCommand(plan) + "` passes" }
 
 // ActionKind is what the scripted model does next.
 type ActionKind int
@@ -89,6 +107,7 @@ func Next(s Scenario, plan, notify string, results int) Action {
 	started := Action{Kind: RunCommand, Command: notify + " started " + plan}
 	result := Action{Kind: WriteFile, Path: "plans/" + plan + "/RESULT.md",
 		Content: "# Result of " + plan + "\n\nstatus: ok\n\nDone by the scripted model (modelsim).\n"}
+	done := Action{Kind: RunCommand, Command: fmt.Sprintf("%s done %s %q", notify, plan, "ok: "+plan+" done")}
 	var steps []Action
 	switch s {
 	case APIError:
@@ -97,8 +116,15 @@ func Next(s Scenario, plan, notify string, results int) Action {
 		steps = []Action{started, {Kind: RunCommand, Command: PermissionCommand}}
 	case NoDone:
 		steps = []Action{started, result}
+	case Claims:
+		result.Content += "\n## Claims\n1. " + ClaimOf(plan) + "\n"
+		steps = []Action{started, result, done}
+	case Verdicts:
+		check := ClaimCommand(roundRE.ReplaceAllString(plan, ""))
+		result.Content = "# Verdicts of " + plan + "\n\n## Verdicts\n1. CONFIRMED: ran `" + check + "`, exit status 0 (modelsim's scripted verifier)\n"
+		steps = []Action{started, {Kind: RunCommand, Command: check}, result, done}
 	default:
-		steps = []Action{started, result, {Kind: RunCommand, Command: fmt.Sprintf("%s done %s %q", notify, plan, "ok: "+plan+" done")}}
+		steps = []Action{started, result, done}
 	}
 	if results < len(steps) {
 		return steps[results]
