@@ -51,9 +51,10 @@ const SettingsPath = ".claude/settings.local.json"
 // SkillPath is the playbook skill, relative to the repo root.
 const SkillPath = ".claude/skills/orch-lead/SKILL.md"
 
-// hookRE knows orch's hook commands: the orch binary (quoted or bare),
-// then "lead hook claude".
-var hookRE = regexp.MustCompile(`^(?:'[^']*'|\S+)\s+lead hook claude(?:\s|$)`)
+// hookRE knows orch's hook commands: the orch binary as one shell word
+// (as quote writes it: bare, or single-quoted, a quote inside closing,
+// escaping and reopening), then "lead hook claude".
+var hookRE = regexp.MustCompile(`^(?:'[^']*'|\\'|[^\s'\\])+\s+lead hook claude(?:\s|$)`)
 
 // IsOrchHook reports whether a hook command is one orch lead install wrote.
 func IsOrchHook(command string) bool { return hookRE.MatchString(strings.TrimSpace(command)) }

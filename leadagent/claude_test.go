@@ -155,6 +155,25 @@ func TestIsOrchHook(t *testing.T) {
 	}
 }
 
+// Whatever path orch is installed at, the hook command written for it is
+// known as orch's again (else uninstall leaves it and install doubles it).
+func TestHookCommandKnownForAnyPath(t *testing.T) {
+	for _, bin := range []string{"orch", "/usr/bin/orch", "/a b/orch", "/it's/orch", "/a b/it's/orch", `/x\y/orch`} {
+		for _, ev := range ClaudeEvents {
+			if c := ClaudeHookCommand(bin, ev); !IsOrchHook(c) {
+				t.Errorf("IsOrchHook(%q) = false for the command written for %q", c, bin)
+			}
+		}
+		out, _, err := MergeClaude(nil, bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, _, _ := MergeClaude(out, bin); string(back) != string(out) {
+			t.Errorf("installing twice for %q doubled an entry:\n%s", bin, back)
+		}
+	}
+}
+
 func TestHookAnswer(t *testing.T) {
 	var v struct {
 		HookSpecificOutput struct {
