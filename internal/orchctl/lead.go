@@ -90,7 +90,7 @@ func InstallLead(ctx context.Context, root, agent, orchBin string, now time.Time
 	if err := os.MkdirAll(filepath.Dir(settingsPath), 0o755); err != nil {
 		return res, fmt.Errorf("lead install: %w", err)
 	}
-	if err := atomicfile.Write(settingsPath, out, 0o644); err != nil {
+	if err := atomicfile.Write(settingsPath, out, modeOf(settingsPath, 0o644)); err != nil {
 		return res, fmt.Errorf("lead install: %w", err)
 	}
 	skillPath := filepath.Join(root, leadagent.SkillPath)
@@ -174,7 +174,7 @@ func UninstallLead(ctx context.Context, root, agent string) (LeadUninstall, erro
 			if string(bytes.TrimSpace(out)) == "{}" {
 				err = os.Remove(settingsPath)
 			} else {
-				err = atomicfile.Write(settingsPath, out, 0o644)
+				err = atomicfile.Write(settingsPath, out, modeOf(settingsPath, 0o644))
 			}
 			if err != nil {
 				return res, fmt.Errorf("lead uninstall: %w", err)
@@ -204,6 +204,17 @@ func UninstallLead(ctx context.Context, root, agent string) (LeadUninstall, erro
 		return res, fmt.Errorf("lead uninstall: %w", err)
 	}
 	return res, nil
+}
+
+// modeOf is the permission bits of the file at path, or def when there is
+// none: a settings file the user keeps private (it may hold env secrets)
+// stays private when orch rewrites it.
+func modeOf(path string, def os.FileMode) os.FileMode {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return def
+	}
+	return fi.Mode().Perm()
 }
 
 func contains(list []string, s string) bool {
