@@ -144,7 +144,7 @@ func leadHookRun(o *leadOptions, s streams) error {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	root, err := repoRoot(ctx)
+	root, err := hookRoot(ctx)
 	if err != nil {
 		return err
 	}
@@ -156,4 +156,20 @@ func leadHookRun(o *leadOptions, s streams) error {
 		return exitCode(code)
 	}
 	return nil
+}
+
+// hookRoot is the repo the lead was started in. Claude Code runs a hook
+// in the session's current directory, which the lead may have moved into
+// a worker's worktree (a repo of its own, with no inbox) with cd; it
+// names the project's directory in CLAUDE_PROJECT_DIR.
+func hookRoot(ctx context.Context) (string, error) {
+	dir := os.Getenv("CLAUDE_PROJECT_DIR")
+	if dir == "" {
+		return repoRoot(ctx)
+	}
+	root, err := orchctl.FindRoot(ctx, dir)
+	if err != nil {
+		return "", fmt.Errorf("%w (CLAUDE_PROJECT_DIR=%s: start claude in the repo where orch lead install ran)", err, dir)
+	}
+	return root, nil
 }
