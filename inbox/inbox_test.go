@@ -15,6 +15,7 @@ import (
 
 	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/internal/eventually"
 )
 
 // A real embedded broker; callbacks published as the lead loop does.
@@ -87,6 +88,41 @@ func TestTakeAckOnceAndOwnPosition(t *testing.T) {
 	}
 	if info, _ := wc.Info(ctx); info.NumPending != 2 {
 		t.Errorf("orch wait's consumer has %d pending, want 2", info.NumPending)
+	}
+}
+
+// A waiting take goes on gathering for settle after the first callback:
+// one that arrives just after it is in the same batch (the lead is woken
+// once for both).
+func TestWaitingTakeGathersABurst(t *testing.T) {
+	nc, prefix, rec := setup(t)
+	ctx := context.Background()
+	b, err := Open(ctx, nc, prefix, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type took struct {
+		bt  *Batch
+		err error
+	}
+	done := make(chan took, 1)
+	go func() {
+		bt, err := b.Take(ctx, true, 2*time.Second)
+		done <- took{bt, err}
+	}()
+	publish(t, nc, prefix, "a")
+	// a is out to the waiting take (pending its ack) before b is stored.
+	eventually.True(t, 10*time.Second, func() bool {
+		info, err := b.cons.Info(ctx)
+		return err == nil && info.NumAckPending == 1
+	}, "a handed to the waiting take")
+	publish(t, nc, prefix, "b")
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if l := lines(got.bt); l != "[WORKER-DONE a: a ok WORKER-DONE b: b ok]" {
+		t.Errorf("took %s, want a and b together", l)
 	}
 }
 
