@@ -141,6 +141,7 @@ func scriptParams(dir string) testscript.Params {
 			"killworker":  cmdKillWorker,
 			"waitworker":  cmdWaitWorker,
 			"waitstatus":  cmdWaitStatus,
+			"waitarmed":   cmdWaitArmed,
 		},
 	}
 }

@@ -413,6 +413,12 @@ func waitAndWake(ctx context.Context, root string, rec inbox.Record, s HookStrea
 		if err := waitServing(ctx, root); err != nil {
 			return HookOK
 		}
+		// Uninstalled (or installed again) while this hook waited: it is
+		// not this inbox's taker any more, and opening would make the
+		// consumer uninstall deleted again.
+		if now, err := inbox.LoadRecord(orchdir.Of(root), rec.Agent); err != nil || now.ID != rec.ID {
+			return HookOK
+		}
 		bt, err := waitOnce(ctx, root, rec)
 		if ctx.Err() != nil {
 			if bt != nil {
