@@ -26,8 +26,13 @@ const OutageRetries = 1
 // cb: a plan whose agent: list goes on, failed by an outage, is queued
 // again (on its agent, or on the next), and cb says so.
 func (l *Loop) outage(e event.Event, cb *event.Callback) *event.Callback {
-	p := l.st.Plans[e.Plan]
-	if cb == nil || p == nil || p.State != state.PlanFailed || p.VerifyOf != "" || p.Worker != e.Worker {
+	if cb == nil {
+		return cb
+	}
+	// cb names the plan the session layer failed: a hook in a shared
+	// checkout names none (e.Plan is ""), and its worker's plan is meant.
+	p := l.st.Plans[cb.Plan]
+	if p == nil || p.State != state.PlanFailed || p.VerifyOf != "" || p.Worker != e.Worker {
 		return cb
 	}
 	kind, ok := agent.Outage(e.Status)
