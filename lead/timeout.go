@@ -73,8 +73,11 @@ func (l *Loop) resumeDeadlines(ctx context.Context) {
 		if w.Interrupting == "" {
 			continue
 		}
-		if w.State != state.WorkerBusy || w.Plan != "" {
-			w.Interrupting = "" // a new pane, or its process's exit, settled it
+		// A new pane (idle, or starting its agent: never one to interrupt,
+		// nor to kill when its prompt is slow to come), or its process's
+		// exit, settled it.
+		if w.State != state.WorkerBusy || w.Plan != "" || w.Starting {
+			w.Interrupting = ""
 			continue
 		}
 		l.interrupt(ctx, w.ID)

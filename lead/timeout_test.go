@@ -69,3 +69,28 @@ func TestRanFor(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeInterrupts: at start, an interrupt that was under way is
+// settled by a new pane (its agent idle, or still starting: never
+// interrupted, nor killed for a prompt slow to come); no fleet is touched.
+func TestResumeInterrupts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		state    state.WorkerState
+		starting bool
+	}{
+		{"new pane, agent idle", state.WorkerIdle, false},
+		{"new pane, agent starting", state.WorkerBusy, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := testLoop(t)
+			l.st.Plans["p"].State = state.PlanTimedOut
+			w := l.st.Worker("w1")
+			w.State, w.Plan, w.Starting, w.Interrupting = tc.state, "", tc.starting, "p"
+			l.resumeDeadlines(t.Context()) // l.fleet is nil: an interrupt would panic
+			if w.Interrupting != "" || w.State != tc.state {
+				t.Errorf("worker %+v, want %s with nothing to interrupt", w, tc.state)
+			}
+		})
+	}
+}
