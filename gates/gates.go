@@ -87,7 +87,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	groups map[int]bool    // the process groups of commands running now (Track)
-	runs   map[string]bool // the plan attempts whose gates run
+	runs   map[string]bool // the gate runs and measurements under way (claim)
 	// stopping is set when Stop kills the groups on the loop's way out.
 	stopping atomic.Bool
 }
@@ -125,23 +125,12 @@ func (r *Runner) Stop() {
 // until one fails; the verdict goes out on Finished. A second Start of a
 // Job that runs is a no-op (a second regate must not start a second run).
 func (r *Runner) Start(j Job) {
-	key := fmt.Sprintf("%s/%d", j.Plan, j.Attempt)
-	r.mu.Lock()
-	if r.runs == nil {
-		r.runs = map[string]bool{}
-	}
-	if r.runs[key] {
-		r.mu.Unlock()
+	done, ok := r.claim(fmt.Sprintf("%s/%d", j.Plan, j.Attempt))
+	if !ok {
 		return
 	}
-	r.runs[key] = true
-	r.mu.Unlock()
 	go func() {
-		defer func() {
-			r.mu.Lock()
-			delete(r.runs, key)
-			r.mu.Unlock()
-		}()
+		defer done()
 		if f, ok := r.run(j); ok {
 			select {
 			case r.finished <- f:
@@ -179,23 +168,12 @@ func (r *Runner) Measured() <-chan Measured { return r.measured }
 // tracked like a gate's; the outcome goes out on Measured. A second
 // Measure of a job that runs is a no-op.
 func (r *Runner) Measure(j MeasureJob) {
-	key := fmt.Sprintf("measure %s %s %d", j.Plan, j.Phase, j.Run)
-	r.mu.Lock()
-	if r.runs == nil {
-		r.runs = map[string]bool{}
-	}
-	if r.runs[key] {
-		r.mu.Unlock()
+	done, ok := r.claim(fmt.Sprintf("measure %s %s %d", j.Plan, j.Phase, j.Run))
+	if !ok {
 		return
 	}
-	r.runs[key] = true
-	r.mu.Unlock()
 	go func() {
-		defer func() {
-			r.mu.Lock()
-			delete(r.runs, key)
-			r.mu.Unlock()
-		}()
+		defer done()
 		v, why := measure(j.Dir, j.Cmd, j.As, r.Track)
 		if r.stopping.Load() {
 			return // killed because the lead loop stops: the next start measures again
@@ -205,6 +183,25 @@ func (r *Runner) Measure(j MeasureJob) {
 		case <-r.stopped:
 		}
 	}()
+}
+
+// claim marks the run key as running, false when it runs already; done
+// lets it go once it ended.
+func (r *Runner) claim(key string) (done func(), ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[key] {
+		return nil, false
+	}
+	if r.runs == nil {
+		r.runs = map[string]bool{}
+	}
+	r.runs[key] = true
+	return func() {
+		r.mu.Lock()
+		delete(r.runs, key)
+		r.mu.Unlock()
+	}, true
 }
 
 // run runs j and writes its evidence; false when the Runner stopped.

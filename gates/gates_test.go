@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +207,52 @@ func TestRunnerReportsOnFinished(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "ran")); err == nil {
 		t.Error("a command after the failing one ran")
+	}
+}
+
+// A Runner measures off the caller's goroutine, the outcome on Measured; a
+// second Measure of a run under way is a no-op.
+func TestRunnerMeasuresOnce(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, ".orch"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(root, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Root: root, Timeout: 10 * time.Second})
+	defer r.Stop()
+	next := func() Measured {
+		t.Helper()
+		select {
+		case m := <-r.Measured():
+			return m
+		case <-time.After(20 * time.Second):
+			t.Fatal("nothing measured")
+		}
+		return Measured{}
+	}
+	// Each run reads a line of the fifo, kept open here: the first is
+	// held until it is written; a second run would read the next line and
+	// print 7 too.
+	j := MeasureJob{Plan: "p", Phase: "harvest", Run: 1, Dir: root, Cmd: "read x < go; echo 7"}
+	r.Measure(j)
+	r.Measure(j)
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("go\ngo\n"); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(); m.Value == nil || *m.Value != 7 || m.Plan != "p" || m.Run != 1 {
+		t.Fatalf("measured %+v, want 7 for p run 1", m)
+	}
+	// Another run, after: the next outcome is its own, not a second 7.
+	r.Measure(MeasureJob{Plan: "p", Phase: "harvest", Run: 2, Dir: root, Cmd: "echo 8"})
+	if m := next(); m.Value == nil || *m.Value != 8 || m.Run != 2 {
+		t.Fatalf("measured %+v, want 8 from run 2 (not a second run 1)", m)
 	}
 }
