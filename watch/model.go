@@ -245,7 +245,7 @@ func (m Model) startTyping(worker string) (tea.Model, tea.Cmd) {
 // command line.
 func (m Model) dispatch() (tea.Model, tea.Cmd) {
 	if m.sel.worker || m.sel.id == "" {
-		m.setStatus("d dispatches a plan: a draft, or one blocked, failed, in conflict or refuted", true)
+		m.setStatus("d dispatches a plan: a draft, or one blocked, failed, timed out, in conflict or refuted", true)
 		return m, nil
 	}
 	for _, p := range m.view.Plans {
@@ -253,7 +253,7 @@ func (m Model) dispatch() (tea.Model, tea.Cmd) {
 			continue
 		}
 		switch state.PlanState(p.State) {
-		case state.PlanDraft, state.PlanBlocked, state.PlanFailed, state.PlanConflict, state.PlanRefuted:
+		case state.PlanDraft, state.PlanBlocked, state.PlanFailed, state.PlanTimedOut, state.PlanConflict, state.PlanRefuted:
 		case state.PlanQueued:
 			// The lead refuses it (already queued): say what it waits for.
 			m.setStatus(p.Name+" is queued already: "+cmp.Or(p.Waiting, "it waits for a worker"), true)

@@ -241,7 +241,7 @@ func TestKeys(t *testing.T) {
 		}
 	})
 	// A plan that stopped short is dispatched again: the lead takes it.
-	for _, st := range []string{"blocked", "failed", "conflict", "refuted"} {
+	for _, st := range []string{"blocked", "failed", "timed-out", "conflict", "refuted"} {
 		t.Run("dispatch a "+st+" plan again", func(t *testing.T) {
 			f := fake.New(t).In("/repo").Expect("orch", []string{"dispatch", "--", "docs"}, "queued docs\n", nil)
 			m := press(t, withPlanState(newModel(t, f, 80, 24), "docs", st), "j", "j", "j", "j", "j", "d")
@@ -266,7 +266,7 @@ func TestKeys(t *testing.T) {
 		{"no dispatch of a running plan", "jjjjd", "build is running: in flight; d dispatches a draft or a plan that stopped"},
 		{"no dispatch of a queued plan", "jjjjjd", "docs is queued already: waits for build (running)"},
 		{"no dispatch of a done plan", "jjjjjjjd", "schema-with-a-name-longer-than-its-column is done; to run it again: orch dispatch schema-with-a-name-longer-than-its-column"},
-		{"no dispatch of a worker", "jd", "d dispatches a plan: a draft, or one blocked, failed, in conflict or refuted"},
+		{"no dispatch of a worker", "jd", "d dispatches a plan: a draft, or one blocked, failed, timed out, in conflict or refuted"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := press(t, newModel(t, fake.New(t), 80, 24), strings.Split(tt.keys, "")...)
