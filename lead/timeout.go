@@ -110,9 +110,16 @@ func (l *Loop) timedOut(e event.Event) (*event.Callback, state.Note) {
 	p.State, p.Reason, p.Updated = state.PlanTimedOut, reason, now.UTC()
 	if w := l.st.Worker(p.Worker); w != nil && w.Plan == p.Name && w.State != state.WorkerDead {
 		l.free(w)
-		w.State, w.Interrupting, w.Reason = state.WorkerBusy, p.Name, "interrupting its agent: "+p.Name+" timed out"
-		id := w.ID
-		l.after(func() { l.interrupt(context.Background(), id) })
+		if w.Remote != "" {
+			// Its agent runs on another host, which has no way yet to be
+			// told to interrupt it: the worker stays busy until the host
+			// reports its process's end or its pane's death, and says so.
+			w.State, w.Reason = state.WorkerBusy, fmt.Sprintf("%s timed out; its agent on host %s was not interrupted (orch does not interrupt another host's agents yet): busy until it ends", p.Name, w.Remote)
+		} else {
+			w.State, w.Interrupting, w.Reason = state.WorkerBusy, p.Name, "interrupting its agent: "+p.Name+" timed out"
+			id := w.ID
+			l.after(func() { l.interrupt(context.Background(), id) })
+		}
 	}
 	l.log.Warn("plan timed out; interrupting its agent", "plan", p.Name, "worker", p.Worker, "reason", reason)
 	cb := l.verificationFailed(p, event.NewCallback(event.CallbackTimedOut, e.ID, p.Name, p.Worker, reason, ""))

@@ -37,6 +37,23 @@ func TestTimedOut(t *testing.T) {
 			t.Errorf("%d pending, want the interrupt once the record counts", len(l.pending))
 		}
 	})
+	t.Run("on another host", func(t *testing.T) {
+		l, _ := testLoop(t)
+		p := l.st.Plans["p"]
+		p.Deadline, p.Limit = testNow, "3s"
+		w := l.st.Worker("w1")
+		w.Remote, w.Headless, w.PID, w.Pane = "h2", true, 4242, ""
+		if cb, _ := l.timedOut(record(1)); cb == nil || p.State != state.PlanTimedOut {
+			t.Fatalf("callback %+v, plan %s", cb, p.State)
+		}
+		want := "p timed out; its agent on host h2 was not interrupted (orch does not interrupt another host's agents yet): busy until it ends"
+		if w.State != state.WorkerBusy || w.Plan != "" || w.Interrupting != "" || w.Reason != want {
+			t.Errorf("worker %+v, want busy, nothing interrupted, reason %q", w, want)
+		}
+		if len(l.pending) != 0 {
+			t.Errorf("%d pending, want no interrupt of another host's agent", len(l.pending))
+		}
+	})
 	for _, tc := range []struct {
 		name    string
 		attempt int
