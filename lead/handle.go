@@ -338,6 +338,9 @@ func (l *Loop) revive(p *state.Run, w *state.Worker) bool {
 		return false
 	}
 	l.log.Info("late start: plan taken back", "plan", p.Name, "worker", w.ID)
+	// Its deadline's timer may have fired while it was failed (and done
+	// nothing): the attempt's time limit holds again.
+	l.armDeadline(p)
 	return true
 }
 

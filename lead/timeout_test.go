@@ -111,3 +111,26 @@ func TestResumeInterrupts(t *testing.T) {
 		})
 	}
 }
+
+// TestReviveRearmsDeadline: a plan failed for a late "started" and taken
+// back gets its deadline's timer again (one that fired while it was failed
+// did nothing), at once when the deadline has passed.
+func TestReviveRearmsDeadline(t *testing.T) {
+	l, _ := testLoop(t)
+	l.deadlines = make(chan deadline, 1)
+	p := l.st.Plans["p"]
+	p.State, p.Unacked, p.Deadline, p.Limit = state.PlanFailed, true, testNow.Add(-time.Second), "3s"
+	w := l.st.Worker("w1")
+	w.State, w.Plan = state.WorkerIdle, ""
+	if !l.revive(p, w) {
+		t.Fatal("not revived")
+	}
+	select {
+	case d := <-l.deadlines:
+		if d != (deadline{plan: "p", attempt: 1}) {
+			t.Errorf("deadline %+v, want p attempt 1", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no deadline after the revival")
+	}
+}
