@@ -28,10 +28,15 @@ import (
 // pane is split off first, so that a fleet of one worker keeps its
 // session. It says whether the new agent is starting (busy until its
 // prompt shows: the loop arms its start deadline). The caller records w.
+// It runs on the lead loop's goroutine: it takes at most RespawnTimeout
+// (a tmux server that stops answering must not stop the loop), and is not
+// cut short by a stopping loop (a pane half made is worse than a late one).
 func (f *Fleet) Respawn(ctx context.Context, session string, w *state.Worker) (starting bool, err error) {
 	if f.tmux == nil || session == "" {
 		return false, fmt.Errorf("%w: no tmux fleet to give %s a new pane in", ErrNoFleet, w.ID)
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RespawnTimeout)
+	defer cancel()
 	has, err := f.tmux.HasSession(ctx, session)
 	if err != nil {
 		return false, fmt.Errorf("respawn %s: %w", w.ID, err)
@@ -63,6 +68,10 @@ func (f *Fleet) Respawn(ctx context.Context, session string, w *state.Worker) (s
 	w.State = state.WorkerIdle
 	return false, nil
 }
+
+// RespawnTimeout bounds Respawn: its tmux commands (about 8) and, when
+// the worker's worktree is gone, the git commands that make it again.
+const RespawnTimeout = 30 * time.Second
 
 // keepScreen saves the last screen of a worker's pane before it is
 // removed (best effort: the pane may be gone already).
