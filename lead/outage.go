@@ -69,9 +69,11 @@ func (l *Loop) outage(e event.Event, cb *event.Callback) *event.Callback {
 		p.History[k-1].End, p.History[k-1].Outcome = &now, string(state.PlanFailed)
 	}
 	// As orch dispatch queues it again (queue), keeping what the outages
-	// decided.
+	// decided, and the retries its deaths and fresh sessions had (once
+	// each per orch dispatch: restart.go).
 	*p = state.Run{Name: p.Name, State: state.PlanQueued, Reason: why, Target: target, Queued: now, AttemptSince: now, Updated: now, Attempts: p.Attempts,
-		Base: p.Base, Stack: p.Stack, SetupRuns: p.SetupRuns, History: p.History, GaveUp: p.GaveUp, Outages: p.Outages}
+		Base: p.Base, Stack: p.Stack, SetupRuns: p.SetupRuns, History: p.History, GaveUp: p.GaveUp, Outages: p.Outages,
+		Requeued: p.Requeued, Refreshed: p.Refreshed}
 	l.log.Warn("agent out of service; plan queued again", "plan", p.Name, "agent", cur, "kind", kind, "reason", why)
 	return l.restate(event.NewCallback(event.CallbackFailed, cb.Event, cb.Plan, cb.Worker, cb.Status+"; "+why, cb.Commit), p)
 }

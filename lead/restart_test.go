@@ -138,3 +138,26 @@ func TestExhaustedOnceThenFailed(t *testing.T) {
 		t.Fatalf("second: plan %s", p.State)
 	}
 }
+
+// A plan queued again after an outage keeps the count of its deaths and
+// fresh sessions: its worker dying now fails it if it was queued again
+// once already (an outage is no orch dispatch).
+func TestOutageKeepsRetryCounts(t *testing.T) {
+	l, _ := testLoop(t)
+	writeFile(t, l.cfg.Root, "plans/p/PLAN.md", "---\nagent: [a, b]\n---\n# p\n\nwork\n")
+	p := l.st.Plans["p"]
+	p.State, p.Attempts, p.Requeued, p.Refreshed = state.PlanFailed, 2, 1, 1
+	e := workerEvent(event.Failed, "p", "w1", "rate_limit: try later")
+	cb := l.outage(e, event.NewCallback(event.CallbackFailed, e.ID, "p", "w1", e.Status, ""))
+	if p.State != state.PlanQueued || cb == nil {
+		t.Fatalf("outage: plan %s, callback %+v", p.State, cb)
+	}
+	if p.Requeued != 1 || p.Refreshed != 1 {
+		t.Fatalf("after the outage: requeued %d, refreshed %d; want 1, 1", p.Requeued, p.Refreshed)
+	}
+	p.State, p.Worker = state.PlanRunning, "w1"
+	cb, _ = l.requeueOrFail(e, l.st.Worker("w1"), p, "process ended", "")
+	if p.State != state.PlanFailed || cb == nil || cb.Kind != event.CallbackFailed {
+		t.Fatalf("death after the outage: plan %s, callback %+v", p.State, cb)
+	}
+}
