@@ -220,6 +220,7 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		// The old process's exit names a pid that is no longer the
 		// worker's: it has no effect.
 		w.PID = 0
+		l.oldSessionGone(plan)
 		line, _ := fleet.DispatchLine(plan, l.fleet.NotifyBin())
 		if err := l.startHeadless(w, plan, line); err != nil {
 			l.refreshFailed(w, plan, err)
@@ -234,6 +235,7 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		return
 	}
 	w.Refresh = false
+	l.oldSessionGone(plan)
 	if starting {
 		l.sessions.Started([]*state.Worker{w})
 	}
@@ -256,6 +258,17 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		return
 	}
 	l.armDeadline(l.st.Plans[plan])
+}
+
+// oldSessionGone starts plan's new attempt again now that the session
+// that ran out of context is killed: what it sent until then (a done, a
+// turn's end, sent after exhausted was handled and before the kill) is
+// stale, never the new attempt's (state.Holder). Pane agents' events carry
+// no attempt number; their time is what tells them apart.
+func (l *Loop) oldSessionGone(plan string) {
+	if p := l.st.Plans[plan]; plan != "" && p != nil {
+		p.AttemptSince = l.cfg.Now().UTC()
+	}
 }
 
 // refreshFailed: the fresh session could not be had. The worker is dead,

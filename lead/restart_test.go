@@ -1,13 +1,19 @@
 package lead
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/orch-dev/orch/config"
 	"github.com/orch-dev/orch/event"
+	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/tmux"
 )
 
 func TestRestartDelay(t *testing.T) {
@@ -159,5 +165,78 @@ func TestOutageKeepsRetryCounts(t *testing.T) {
 	cb, _ = l.requeueOrFail(e, l.st.Worker("w1"), p, "process ended", "")
 	if p.State != state.PlanFailed || cb == nil || cb.Kind != event.CallbackFailed {
 		t.Fatalf("death after the outage: plan %s, callback %+v", p.State, cb)
+	}
+}
+
+// paneTmux answers a pane fleet's tmux calls for a worker w1 moved from
+// pane %1 to a new pane %9 whose process is pid, and counts kill-pane.
+type paneTmux struct {
+	pid    int
+	killed []string
+}
+
+func (m *paneTmux) Run(_ context.Context, c runner.Cmd) ([]byte, error) {
+	a := c.Args[3:] // after -u -L t
+	switch a[0] {
+	case "split-window":
+		return []byte("%9\n"), nil
+	case "display-message":
+		if strings.Contains(a[len(a)-1], "pane_pid") {
+			return []byte(fmt.Sprintf("%s\t%d\n", a[3], m.pid)), nil
+		}
+		return []byte(a[3] + "\tw1\t0\n"), nil
+	case "capture-pane":
+		return []byte("the old screen\n"), nil
+	case "kill-pane":
+		m.killed = append(m.killed, a[2])
+	}
+	return nil, nil
+}
+
+// The session that ran out of context is killed with its pane once the
+// new one is up; an event it sent until then (here a done, sent after the
+// exhausted event was handled) is stale, never the new attempt's.
+func TestRefreshOldSessionStale(t *testing.T) {
+	l, _ := testLoop(t)
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	m := &paneTmux{pid: sleeper.Process.Pid}
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: m},
+		Isolation: config.Shared, BinDir: "/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fl.Close)
+	l.fleet = fl
+	l.sessions = l.newSessions()
+	t.Cleanup(l.sessions.Close)
+	l.st.Session = "s"
+	writeFile(t, l.cfg.Root, "plans/p/PLAN.md", "# p\n\nwork\n")
+
+	if cb, _ := l.exhausted(workerEvent(event.Exhausted, "p", "w1", "context full")); cb == nil || cb.Kind != event.CallbackRestarted {
+		t.Fatalf("exhausted: %+v", cb)
+	}
+	// The old agent sends done a second after; the new pane is made a
+	// second after that.
+	late := workerEvent(event.Done, "p", "w1", "ok")
+	late.Time = testNow.Add(time.Second)
+	l.cfg.Now = func() time.Time { return testNow.Add(2 * time.Second) }
+	for _, fn := range l.pending {
+		fn()
+	}
+	w := l.st.Worker("w1")
+	if w.Pane != "%9" || w.Refresh || len(m.killed) != 1 || m.killed[0] != "%1" {
+		t.Fatalf("worker %+v, panes killed %v; want w1 in %%9, %%1 killed", w, m.killed)
+	}
+	if _, _, why := l.holder(late); !strings.Contains(why, "stale") {
+		t.Fatalf("the old session's done is taken for attempt 2 (%q)", why)
+	}
+	fresh := workerEvent(event.Done, "p", "w1", "ok")
+	fresh.Time = testNow.Add(3 * time.Second)
+	if _, _, why := l.holder(fresh); why != "" {
+		t.Fatalf("the new session's done is refused: %s", why)
 	}
 }
