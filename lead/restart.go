@@ -57,7 +57,7 @@ func restartDelay(past []time.Time, now time.Time) (kept []time.Time, delay time
 // told of the worker's fate.
 func (l *Loop) grantRestart(w *state.Worker, why string) string {
 	now := l.cfg.Now().UTC()
-	w.State, w.Since, w.RestartAt, w.Interrupting = state.WorkerDead, now, time.Time{}, ""
+	w.State, w.Since, w.RestartAt, w.Interrupting, w.Refresh = state.WorkerDead, now, time.Time{}, "", false
 	if w.Remote != "" {
 		w.Reason = why
 		return w.ID + " is a host's worker: its host brings it back"
@@ -205,8 +205,8 @@ func (l *Loop) exhausted(e event.Event) (*event.Callback, state.Note) {
 func (l *Loop) refresh(ctx context.Context, id, plan string) {
 	l.fault("before-refresh")
 	w := l.st.Worker(id)
-	if w == nil {
-		return
+	if w == nil || !w.Refresh {
+		return // its death was handled meanwhile: a restart, or its budget, decides
 	}
 	if w.Headless {
 		if err := l.fleet.StopRun(id, w.PID); err != nil {

@@ -240,3 +240,52 @@ func TestRefreshOldSessionStale(t *testing.T) {
 		t.Fatalf("the new session's done is refused: %s", why)
 	}
 }
+
+// noTmux fails the test on any tmux call.
+type noTmux struct{ t *testing.T }
+
+func (n noTmux) Run(_ context.Context, c runner.Cmd) ([]byte, error) {
+	n.t.Errorf("unexpected tmux call %v", c.Args)
+	return nil, fmt.Errorf("no tmux here")
+}
+
+// A pane that dies after its agent ran out of context, before the fresh
+// session is made (its save failed, say): the death decides (a restart
+// within the budget, the plan queued again); the fresh session is not
+// made on top of it, and the queued plan is typed nowhere.
+func TestDeathBeforeRefresh(t *testing.T) {
+	l, _ := testLoop(t)
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: noTmux{t}},
+		Isolation: config.Shared, BinDir: "/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fl.Close)
+	l.fleet = fl
+	l.sessions = l.newSessions()
+	t.Cleanup(l.sessions.Close)
+	l.paneEnded = map[string]bool{"%1": true}
+	l.restartDue = make(chan string, 4)
+	var sent []*event.Callback
+	l.publish = func(cb *event.Callback) error { sent = append(sent, cb); return nil }
+	l.exhausted(workerEvent(event.Exhausted, "p", "w1", "context full"))
+	refresh := l.pending
+	l.pending = nil
+	d := workerEvent(event.Died, "", "w1", "pane %1 exited with status 1")
+	d.Pane = "%1"
+	l.st.Session = "" // no session to ask tmux about: not restarted
+	l.died(d)
+	for _, fn := range refresh {
+		fn()
+	}
+	w, p := l.st.Worker("w1"), l.st.Plans["p"]
+	if w.State != state.WorkerDead || w.Plan != "" || w.Refresh {
+		t.Fatalf("worker %+v", w)
+	}
+	if p.State != state.PlanQueued || p.Worker != "" {
+		t.Fatalf("plan %s held by %q; want queued", p.State, p.Worker)
+	}
+	if len(sent) != 0 || strings.Contains(w.Reason, "fresh session") {
+		t.Fatalf("a fresh session was tried after the death: %q, callbacks %v", w.Reason, sent)
+	}
+}
