@@ -69,7 +69,7 @@ func (l *Loop) grantRestart(w *state.Worker, why string) string {
 	kept, delay, ok := restartDelay(w.Restarts, now)
 	w.Restarts = kept
 	if !ok {
-		w.Reason = fmt.Sprintf("%s; not restarted: it died %d times within %s (restart budget %d)", why, len(kept)+1, RestartWindow, RestartBudget)
+		w.Reason = fmt.Sprintf("%s; not restarted: it died %d times within %s (restart budget %d; orch serve started again brings it back)", why, len(kept)+1, RestartWindow, RestartBudget)
 		l.log.Warn("worker dead: restart budget spent", "worker", w.ID, "deaths", len(kept)+1, "window", RestartWindow)
 		return fmt.Sprintf("%s stays dead: restart budget spent (%d restarts within %s)", w.ID, RestartBudget, RestartWindow)
 	}
