@@ -57,15 +57,7 @@ func paneLoop(t *testing.T, before func(runner.Cmd)) (l *Loop, gf, tf *fake.Runn
 	if before == nil {
 		before = func(runner.Cmd) {}
 	}
-	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: orderly{tf, before}},
-		Isolation: config.Shared, BinDir: "/bin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fl.Close)
-	l.fleet = fl
-	l.sessions = l.newSessions()
-	t.Cleanup(l.sessions.Close)
+	withTmuxFleet(t, l, orderly{tf, before})
 	l.st.Worker("w2").State = state.WorkerDead
 	l.st.Plans["q"] = &state.Run{Name: "q", State: state.PlanQueued, Queued: testNow}
 	writeFile(t, l.cfg.Root, "plans/q/PLAN.md", "# q\n\nnext\n")

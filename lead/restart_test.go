@@ -168,6 +168,21 @@ func TestOutageKeepsRetryCounts(t *testing.T) {
 	}
 }
 
+// withTmuxFleet gives l a tmux fleet (shared isolation) whose tmux runs
+// on r, and its sessions.
+func withTmuxFleet(t *testing.T, l *Loop, r runner.Runner) {
+	t.Helper()
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: r},
+		Isolation: config.Shared, BinDir: "/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fl.Close)
+	l.fleet = fl
+	l.sessions = l.newSessions()
+	t.Cleanup(l.sessions.Close)
+}
+
 // paneTmux answers a pane fleet's tmux calls for a worker w1 moved from
 // pane %1 to a new pane %9 whose process is pid, and counts kill-pane.
 type paneTmux struct {
@@ -204,15 +219,7 @@ func TestRefreshOldSessionStale(t *testing.T) {
 	}
 	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 	m := &paneTmux{pid: sleeper.Process.Pid}
-	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: m},
-		Isolation: config.Shared, BinDir: "/bin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fl.Close)
-	l.fleet = fl
-	l.sessions = l.newSessions()
-	t.Cleanup(l.sessions.Close)
+	withTmuxFleet(t, l, m)
 	l.st.Session = "s"
 	writeFile(t, l.cfg.Root, "plans/p/PLAN.md", "# p\n\nwork\n")
 
@@ -255,15 +262,7 @@ func (n noTmux) Run(_ context.Context, c runner.Cmd) ([]byte, error) {
 // made on top of it, and the queued plan is typed nowhere.
 func TestDeathBeforeRefresh(t *testing.T) {
 	l, _ := testLoop(t)
-	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: noTmux{t}},
-		Isolation: config.Shared, BinDir: "/bin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fl.Close)
-	l.fleet = fl
-	l.sessions = l.newSessions()
-	t.Cleanup(l.sessions.Close)
+	withTmuxFleet(t, l, noTmux{t})
 	l.paneEnded = map[string]bool{"%1": true}
 	l.restartDue = make(chan string, 4)
 	var sent []*event.Callback
