@@ -135,6 +135,13 @@ type Fleet struct {
 	// agents are the workers' own agents (agents.go), set before Up and
 	// read on the loop's goroutine only.
 	agents map[string]Group
+	// stuck reports tmux commands that got no answer (tmux.ErrNotAnswering),
+	// at most one waiting: the loop decides once (stuck.go).
+	stuck chan error
+	// panePIDs are the programs of the panes WatchPane watches, by worker:
+	// what StopPanes ends without asking tmux.
+	paneMu   sync.Mutex
+	panePIDs map[string]panePID
 }
 
 // New builds the fleet; Close releases it.
@@ -149,7 +156,8 @@ func New(cfg Config) (*Fleet, error) {
 		cfg.Fault = func(string) {}
 	}
 	f := &Fleet{cfg: cfg, log: cfg.Logger, deaths: make(chan Death, 64), exits: make(chan Exit, 64),
-		screens: make(chan string, 256), setups: make(chan SetupDone, 64), done: make(chan struct{})}
+		screens: make(chan string, 256), setups: make(chan SetupDone, 64), done: make(chan struct{}),
+		stuck: make(chan error, 1), panePIDs: map[string]panePID{}}
 	var stop [2]int
 	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
@@ -160,6 +168,9 @@ func New(cfg Config) (*Fleet, error) {
 		f.tmux = cfg.Tmux
 		if f.tmux == nil {
 			f.tmux = tmux.New(cfg.TmuxSocket)
+		}
+		if f.tmux.OnStuck == nil {
+			f.tmux.OnStuck = f.reportStuck
 		}
 	}
 	return f, nil
@@ -186,6 +197,10 @@ func (f *Fleet) Exits() <-chan Exit { return f.exits }
 
 // Screens reports panes whose screen changed.
 func (f *Fleet) Screens() <-chan string { return f.screens }
+
+// Stuck reports that a tmux command got no answer in time
+// (tmux.ErrNotAnswering): the tmux server has stopped answering.
+func (f *Fleet) Stuck() <-chan error { return f.stuck }
 
 // Setups reports setup commands that ended.
 func (f *Fleet) Setups() <-chan SetupDone { return f.setups }

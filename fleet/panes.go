@@ -266,6 +266,9 @@ func (f *Fleet) WatchPane(worker, pane string, pid int) {
 	if pid <= 0 {
 		return
 	}
+	f.paneMu.Lock()
+	f.panePIDs[worker] = panePID{pane: pane, pid: pid}
+	f.paneMu.Unlock()
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
 		go send(f, f.deaths, Death{Worker: worker, Pane: pane, PID: pid})

@@ -2,10 +2,12 @@ package lead
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/tmux"
 )
 
 // The loop's side of the fleet (package fleet): it brings the fleet up,
@@ -17,8 +19,15 @@ import (
 // whose new pane's agent is starting gets its start deadline.
 func (l *Loop) fleetUp(ctx context.Context) error {
 	started, err := l.fleet.Up(ctx, l.st, l.cfg.Workers)
+	if errors.Is(err, tmux.ErrNotAnswering) {
+		return fmt.Errorf("%w (make the tmux server answer again, or start orch serve --headless to go on without tmux)", err)
+	}
 	if err != nil {
 		return err
+	}
+	if d := l.st.TmuxDown; d != nil {
+		l.log.Info("tmux answers again: the fleet is back in panes", "down_since", d.Since)
+		l.st.TmuxDown = nil
 	}
 	l.sessions.Started(started)
 	return l.save()
@@ -29,6 +38,7 @@ func (l *Loop) headlessUp() error {
 	if err := l.fleet.UpHeadless(l.st, l.cfg.Workers); err != nil {
 		return err
 	}
+	l.st.TmuxDown = nil // a headless fleet does not need it
 	return l.save()
 }
 

@@ -14,7 +14,8 @@
 // directory (spool.go: events written while the broker was unreachable,
 // published into the stream to arrive like any other), the fleet's and the
 // gates' reports (a pane died, a process exited, a screen changed, a setup,
-// a gate run or a metric command ended), the outcomes of integrations it
+// a gate run or a metric command ended, a tmux command got no answer:
+// stuck.go), the outcomes of integrations it
 // runs by itself (autointegrate.go, integrate: auto), one-shot timers (a
 // plan's deadline: timeout.go; a dead worker's restart: restart.go), and
 // cancellation. Every message is
@@ -587,6 +588,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			l.frameGate()
 		case d := <-l.fleet.Deaths():
 			l.reportDeath(d)
+		case err := <-l.fleet.Stuck():
+			l.tmuxStuckNow(ctx, err)
 		case n := <-l.fleet.Exits():
 			l.reportExit(n)
 		case id := <-l.restartDue:

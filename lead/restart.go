@@ -2,12 +2,14 @@ package lead
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/tmux"
 )
 
 // Workers that come back. A worker whose pane's program ends, or whose
@@ -137,17 +139,25 @@ func (l *Loop) restartNow(ctx context.Context, id string) {
 		l.log.Info("worker restarted (headless: its next plan starts a new process)", "worker", id)
 	} else {
 		starting, err := l.fleet.Respawn(ctx, l.st.Session, w)
-		if err != nil {
+		if errors.Is(err, tmux.ErrNotAnswering) {
+			// The worker comes back headless, as every pane worker does
+			// now (stuck.go).
+			l.tmuxStuck(err)
+			w.State, w.Reason, w.Since = state.WorkerIdle, "", l.cfg.Now().UTC()
+			l.log.Warn("worker restarted headless: tmux not answering", "worker", id)
+		} else if err != nil {
 			w.Reason += "; restart failed: " + event.Clean(err.Error())
 			l.log.Error("worker not restarted", "worker", id, "err", err)
 			l.st.Outbox = append(l.st.Outbox, event.NewCallback(event.CallbackDied, fmt.Sprintf("restart-%s-%d", id, l.cfg.Now().UnixNano()), id, id, "not restarted: "+err.Error(), ""))
 			l.flushOutbox()
 			return
 		}
-		if starting {
-			l.sessions.Started([]*state.Worker{w})
+		if err == nil {
+			if starting {
+				l.sessions.Started([]*state.Worker{w})
+			}
+			l.log.Info("worker restarted in a new pane", "worker", id, "pane", w.Pane, "starting", starting)
 		}
-		l.log.Info("worker restarted in a new pane", "worker", id, "pane", w.Pane, "starting", starting)
 	}
 	if err := l.save(); err != nil {
 		l.log.Error("save state", "err", err)

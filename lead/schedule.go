@@ -2,6 +2,7 @@ package lead
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/orch-dev/orch/gates"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/tmux"
 )
 
 // schedule hands ready plans to idle workers: highest priority first, then
@@ -345,6 +347,16 @@ func (l *Loop) assignTo(ctx context.Context, p *state.Run, w *state.Worker) (out
 // command starts, each headless process starts (its pid saved before it is
 // let go: a second save), each line is typed.
 func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
+	var stuck error
+	defer func() {
+		if stuck != nil {
+			l.tmuxStuck(stuck)
+			select { // one scheduling pass gives the queued plans to the headless workers
+			case l.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	for _, h := range hs {
 		p, w := h.p, h.w
 		switch {
@@ -377,7 +389,25 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 				continue
 			}
 		default:
-			if err := l.sessions.TypeLine(ctx, l.st, w, p.Name); err != nil {
+			err := stuck // tmux did not answer earlier in this pass: nothing more is typed
+			if err == nil {
+				err = l.sessions.TypeLine(ctx, l.st, w, p.Name)
+			}
+			if errors.Is(err, tmux.ErrNotAnswering) {
+				// Not the worker's fault: the plan goes back as it was (no
+				// attempt), and, once this pass is over, the panes' workers
+				// become headless ones (stuck.go).
+				stuck = err
+				l.log.Error("dispatch failed: tmux not answering; plan queued again for a headless worker", "plan", p.Name, "worker", w.ID, "err", err)
+				p.State, p.Worker, p.Reason = state.PlanQueued, "", "tmux server not answering; goes to a headless worker"
+				p.Attempts--
+				w.State, w.Plan = state.WorkerIdle, ""
+				h.unverify()
+				l.nextDispatch = h.next
+				l.save()
+				continue
+			}
+			if err != nil {
 				l.log.Error("dispatch failed; worker marked dead, plan queued again", "plan", p.Name, "worker", w.ID, "err", err)
 				// Nothing reached a worker: this was no attempt.
 				p.State, p.Worker, p.Reason = state.PlanQueued, "", "dispatch to "+w.ID+" failed: "+err.Error()

@@ -614,8 +614,8 @@ func (s *Sessions) ackExpired(ctx context.Context, st *state.State, c ackCheck) 
 		return // a first deadline armed twice (a line typed again at start): the re-send's own deadline decides
 	}
 	w := st.Worker(p.Worker)
-	if w == nil || w.Remote != "" || !s.fleet.Panes() {
-		return // a host's worker's dispatch is its host's to check
+	if w == nil || w.Remote != "" || w.Headless || !s.fleet.Panes() {
+		return // a host's worker's dispatch is its host's to check; a headless one has no pane (tmux stopped answering)
 	}
 	screen, err := s.fleet.Capture(ctx, w)
 	if err != nil {

@@ -29,3 +29,7 @@ var ErrNoPane = errors.New("no such pane")
 
 // ErrNoStream marks a Client whose runner cannot run a long-lived program.
 var ErrNoStream = errors.New("tmux runner cannot stream")
+
+// ErrNotAnswering means a tmux command was killed at its deadline: the
+// server is there but does not answer (stopped with SIGSTOP, wedged).
+var ErrNotAnswering = errors.New("tmux server not answering")

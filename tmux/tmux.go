@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/orch-dev/orch/internal/runner"
@@ -32,7 +33,16 @@ type Client struct {
 	Socket string
 	// Runner runs the tmux binary; tests swap in a fake.
 	Runner runner.Runner
+	// OnStuck, when set, is told of every command that did not answer
+	// within its time (ErrNotAnswering). It runs on the caller's goroutine
+	// and must not block.
+	OnStuck func(error)
 }
+
+// CommandTimeout bounds every tmux command whose context allows longer: a
+// server that stops answering (stopped, wedged) must not hold its caller
+// forever. A tmux command that takes this long is not slow, it is stuck.
+const CommandTimeout = 10 * time.Second
 
 // New returns a Client that runs the real tmux on the given socket name
 // (empty for the user's default server).
@@ -88,7 +98,21 @@ func (c *Client) run(ctx context.Context, args ...string) (string, error) {
 		pre = append(pre, "-L", c.Socket)
 	}
 	args = append(pre, args...)
-	out, err := c.Runner.Run(ctx, runner.Cmd{Name: "tmux", Args: args})
+	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
+	defer cancel()
+	// A tmux client passes its stdout and stderr to the server: a server
+	// that does not answer holds them open after the client is killed, and
+	// the wait for the output ends only with WaitDelay.
+	out, err := c.Runner.Run(ctx, runner.Cmd{Name: "tmux", Args: args, WaitDelay: time.Second})
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Killed at its deadline: the server did not answer (a process
+		// killed by its context reports "signal: killed", not the
+		// deadline, so the context is asked).
+		err = fmt.Errorf("%w: tmux %s got no answer in time (%v)", ErrNotAnswering, args[len(pre)], err)
+		if c.OnStuck != nil {
+			c.OnStuck(err)
+		}
+	}
 	return string(out), err
 }
 

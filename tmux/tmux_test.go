@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/runner/fake"
@@ -259,5 +260,37 @@ func TestValidPaneID(t *testing.T) {
 		if got := ValidPaneID(id); got != want {
 			t.Errorf("ValidPaneID(%q) = %v, want %v", id, got, want)
 		}
+	}
+}
+
+// stuckRunner is a tmux that never answers: it returns only when its
+// context is done, as a killed client does.
+type stuckRunner struct{}
+
+func (stuckRunner) Run(ctx context.Context, c runner.Cmd) ([]byte, error) {
+	<-ctx.Done()
+	return nil, &runner.Error{Cmd: c, ExitCode: -1, Err: errors.New("signal: killed")}
+}
+
+// A command killed at its deadline is ErrNotAnswering, reported to
+// OnStuck once; a tmux that answers with an error is not.
+func TestNotAnswering(t *testing.T) {
+	var told []error
+	c := &Client{Socket: "s", Runner: stuckRunner{}, OnStuck: func(err error) { told = append(told, err) }}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c.PanePID(ctx, "%1")
+	if !errors.Is(err, ErrNotAnswering) || len(told) != 1 || !errors.Is(told[0], ErrNotAnswering) {
+		t.Fatalf("err = %v, told %v", err, told)
+	}
+	if !strings.Contains(err.Error(), "tmux display-message got no answer in time") {
+		t.Errorf("err = %v: want the command named", err)
+	}
+	told = nil
+	f := fake.New(t)
+	f.Expect("tmux", []string{"-u", "-L", "s", "display-message", "-p", "-t", "%1", "#{pane_id}\t#{pane_pid}"}, "", &runner.Error{ExitCode: 1, Stderr: "can't find pane: %1"})
+	c = &Client{Socket: "s", Runner: f, OnStuck: func(err error) { told = append(told, err) }}
+	if _, err := c.PanePID(context.Background(), "%1"); err == nil || errors.Is(err, ErrNotAnswering) || len(told) != 0 {
+		t.Fatalf("an answer taken as no answer: %v, told %v", err, told)
 	}
 }

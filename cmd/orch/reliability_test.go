@@ -196,3 +196,28 @@ func TestScriptsIgnoreCallerTmux(t *testing.T) {
 	p.Dir, p.Files = "", []string{"testdata/reliability/pane_died.txtar"}
 	testscript.Run(t, p)
 }
+
+// tmuxstop [cont]: stop the script's tmux server with SIGSTOP, so that it
+// stops answering as a wedged server does; with cont, let it go on. The
+// server is let go and ended when the script ends, whatever happens.
+func cmdTmuxStop(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 1 && args[0] == "cont" {
+		pid, err := strconv.Atoi(ts.Getenv("TMUX_SERVER_PID"))
+		ts.Check(err)
+		ts.Check(syscall.Kill(pid, syscall.SIGCONT))
+		return
+	}
+	if len(args) != 0 {
+		ts.Fatalf("usage: tmuxstop [cont]")
+	}
+	out, err := tmuxCmd(ts, "display-message", "-p", "#{pid}").Output()
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	ts.Check(err)
+	ts.Setenv("TMUX_SERVER_PID", strconv.Itoa(pid))
+	ts.Defer(func() {
+		syscall.Kill(pid, syscall.SIGCONT)
+		syscall.Kill(pid, syscall.SIGTERM)
+	})
+	ts.Check(syscall.Kill(pid, syscall.SIGSTOP))
+}

@@ -142,6 +142,7 @@ func scriptParams(dir string) testscript.Params {
 			"waitworker":  cmdWaitWorker,
 			"waitstatus":  cmdWaitStatus,
 			"waitarmed":   cmdWaitArmed,
+			"tmuxstop":    cmdTmuxStop,
 		},
 	}
 }

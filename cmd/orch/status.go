@@ -51,10 +51,17 @@ func printStatus(s streams, v orchctl.StatusView) {
 	if v.External != nil {
 		fmt.Fprintf(s.Out, "broker: %s\n", v.External)
 	}
+	if d := v.TmuxDown; d != nil {
+		fmt.Fprintf(s.Out, "tmux: not answering since %s; plans go to headless workers (orch serve started again brings the panes back once tmux answers): %s\n", d.Since.Local().Format("2006-01-02 15:04:05"), clip(d.Reason, 120))
+	}
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tSTATE\tPLAN\tPANE\tAGENT\t")
 	for _, w := range v.Workers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.State, dash(w.Plan), dash(w.Pane), dash(w.Profile), w.Reason)
+		pane := dash(w.Pane)
+		if w.Headless && v.TmuxDown != nil {
+			pane = "headless"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", w.ID, w.State, dash(w.Plan), pane, dash(w.Profile), w.Reason)
 	}
 	tw.Flush()
 	fmt.Fprintln(s.Out)

@@ -37,6 +37,9 @@ type StatusView struct {
 	Problems  []string          `json:"problems,omitempty"`
 	// Rebuilt is set when the record was made again from git.
 	Rebuilt *state.Rebuilt `json:"rebuilt,omitempty"`
+	// TmuxDown is set once the tmux server stopped answering: the panes'
+	// workers run their plans headless.
+	TmuxDown *state.TmuxDown `json:"tmux_down,omitempty"`
 	// SetAside counts the spool files set aside as not events.
 	SetAside int `json:"spool_set_aside,omitempty"`
 	// External is the external cluster that keeps the stream (orch serve
@@ -72,7 +75,7 @@ func Status(root string) (StatusView, error) {
 	if v.Hosts, err = Hosts(root); err != nil {
 		v.Problems = append(v.Problems, err.Error())
 	}
-	v.Session, v.Isolation, v.Rebuilt = st.Session, st.Isolation, st.Rebuilt
+	v.Session, v.Isolation, v.Rebuilt, v.TmuxDown = st.Session, st.Isolation, st.Rebuilt, st.TmuxDown
 	if _, err := os.Lstat(filepath.Join(orchdir.Of(root), orchdir.State)); errors.Is(err, os.ErrNotExist) {
 		if entries, err := ledger.Load(root); err == nil && len(entries) > 0 {
 			v.Problems = append(v.Problems, fmt.Sprintf("the lead loop's record (.orch/state.json) is missing, so every plan reads as a draft here; git holds %d ledger entries: orch serve rebuilds the record from git when it starts", len(entries)))

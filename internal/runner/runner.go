@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // Runner runs one external program to completion and returns its stdout.
@@ -28,6 +29,12 @@ type Cmd struct {
 	Dir   string   // working directory; empty means the current one
 	Env   []string // extra KEY=VALUE pairs appended to the process environment
 	Stdin []byte   // optional standard input
+	// WaitDelay, when set, bounds the wait for the program's output once
+	// ctx is done or the program has exited (exec.Cmd.WaitDelay): a
+	// program that handed its stdout to another process (a tmux client
+	// passes its descriptors to the server) cannot hold its caller past
+	// its deadline that way.
+	WaitDelay time.Duration
 }
 
 // String renders the command the way a user would type it, for errors.
@@ -62,6 +69,7 @@ func (OS) Run(ctx context.Context, c Cmd) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
 	cmd.Dir = c.Dir
 	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), c.Env...)
+	cmd.WaitDelay = c.WaitDelay
 	if c.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}

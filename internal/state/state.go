@@ -318,6 +318,16 @@ type State struct {
 	// Rebuilt says the record was made again from git (its file was lost,
 	// or orch serve --rebuild asked for it), when, and what was found.
 	Rebuilt *Rebuilt `json:"rebuilt,omitempty"`
+	// TmuxDown is set once the tmux server stopped answering: the panes'
+	// workers run their plans as headless processes from then on, until
+	// orch serve brings a tmux fleet up again.
+	TmuxDown *TmuxDown `json:"tmux_down,omitempty"`
+}
+
+// TmuxDown is when the tmux server stopped answering, and what showed it.
+type TmuxDown struct {
+	Since  time.Time `json:"since"`
+	Reason string    `json:"reason"`
 }
 
 // Rebuilt is what a rebuild of the record found.
