@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -37,6 +38,13 @@ type Client struct {
 	// within its time (ErrNotAnswering). It runs on the caller's goroutine
 	// and must not block.
 	OnStuck func(error)
+	// stuck is the first command's ErrNotAnswering: from then on every
+	// command fails with it at once, without running tmux, so that a
+	// server that stopped answering costs its callers one bounded wait,
+	// not one per command (the loop's handlers run several in a row
+	// before the decision is made). A new Client (orch serve started
+	// again) asks tmux again.
+	stuck atomic.Pointer[error]
 }
 
 // CommandTimeout bounds every tmux command whose context allows longer: a
@@ -98,6 +106,9 @@ func (c *Client) run(ctx context.Context, args ...string) (string, error) {
 		pre = append(pre, "-L", c.Socket)
 	}
 	args = append(pre, args...)
+	if err := c.stuck.Load(); err != nil {
+		return "", fmt.Errorf("tmux %s not run: %w", args[len(pre)], *err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
 	defer cancel()
 	// A tmux client passes its stdout and stderr to the server: a server
@@ -109,6 +120,8 @@ func (c *Client) run(ctx context.Context, args ...string) (string, error) {
 		// killed by its context reports "signal: killed", not the
 		// deadline, so the context is asked).
 		err = fmt.Errorf("%w: tmux %s got no answer in time (%v)", ErrNotAnswering, args[len(pre)], err)
+		first := err
+		c.stuck.CompareAndSwap(nil, &first)
 		if c.OnStuck != nil {
 			c.OnStuck(err)
 		}

@@ -264,19 +264,22 @@ func TestValidPaneID(t *testing.T) {
 }
 
 // stuckRunner is a tmux that never answers: it returns only when its
-// context is done, as a killed client does.
-type stuckRunner struct{}
+// context is done, as a killed client does. It counts its runs.
+type stuckRunner struct{ runs *int }
 
-func (stuckRunner) Run(ctx context.Context, c runner.Cmd) ([]byte, error) {
+func (s stuckRunner) Run(ctx context.Context, c runner.Cmd) ([]byte, error) {
+	*s.runs++
 	<-ctx.Done()
 	return nil, &runner.Error{Cmd: c, ExitCode: -1, Err: errors.New("signal: killed")}
 }
 
 // A command killed at its deadline is ErrNotAnswering, reported to
-// OnStuck once; a tmux that answers with an error is not.
+// OnStuck once; every later command fails with it at once, tmux not run
+// again; a tmux that answers with an error is not.
 func TestNotAnswering(t *testing.T) {
 	var told []error
-	c := &Client{Socket: "s", Runner: stuckRunner{}, OnStuck: func(err error) { told = append(told, err) }}
+	runs := 0
+	c := &Client{Socket: "s", Runner: stuckRunner{&runs}, OnStuck: func(err error) { told = append(told, err) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := c.PanePID(ctx, "%1")
@@ -285,6 +288,14 @@ func TestNotAnswering(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "tmux display-message got no answer in time") {
 		t.Errorf("err = %v: want the command named", err)
+	}
+	start := time.Now()
+	err = c.SendEnter(context.Background(), "%1")
+	if !errors.Is(err, ErrNotAnswering) || runs != 1 || len(told) != 1 || time.Since(start) > time.Second {
+		t.Fatalf("after no answer: err = %v, tmux run %d times, told %d, took %s; want ErrNotAnswering at once, tmux run once, told once", err, runs, len(told), time.Since(start))
+	}
+	if !strings.Contains(err.Error(), "tmux send-keys not run: ") {
+		t.Errorf("err = %v: want the command not run named", err)
 	}
 	told = nil
 	f := fake.New(t)
