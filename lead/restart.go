@@ -240,6 +240,16 @@ func (l *Loop) refresh(ctx context.Context, id, plan string) {
 		return
 	}
 	starting, err := l.fleet.Respawn(ctx, l.st.Session, w)
+	if errors.Is(err, tmux.ErrNotAnswering) {
+		// Not the worker's fault: it becomes headless with every pane
+		// worker (stuck.go), and its fresh session is a process.
+		l.tmuxStuck(err)
+		if w.Headless {
+			l.log.Warn("fresh session made headless: tmux not answering", "worker", id, "plan", plan)
+			l.refresh(ctx, id, plan)
+			return
+		}
+	}
 	if err != nil {
 		l.refreshFailed(w, plan, err)
 		return

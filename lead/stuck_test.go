@@ -1,11 +1,17 @@
 package lead
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/orch-dev/orch/config"
+	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
+	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/state"
+	"github.com/orch-dev/orch/tmux"
 )
 
 // The one decision when tmux stops answering: every pane worker of this
@@ -73,5 +79,79 @@ func TestGoHeadless(t *testing.T) {
 	}
 	if st.TmuxDown.Reason != "tmux server not answering: tmux send-keys" || st.Worker("w7").Headless {
 		t.Fatalf("second decision changed the record: %+v", st.TmuxDown)
+	}
+}
+
+// stuckTmux is a tmux server that does not answer: each command returns
+// only once its context is done, as a killed client does.
+type stuckTmux struct{}
+
+func (stuckTmux) Run(ctx context.Context, c runner.Cmd) ([]byte, error) {
+	<-ctx.Done()
+	return nil, &runner.Error{Cmd: c, ExitCode: -1, Err: errors.New("signal: killed")}
+}
+
+// stuckLoop is testLoop with a tmux fleet whose server has stopped
+// answering, found out already (one command got no answer, the report of
+// it waits on fleet.Stuck), and whose headless command is "true";
+// callbacks are recorded in *sent.
+func stuckLoop(t *testing.T) (*Loop, *[]*event.Callback) {
+	t.Helper()
+	l, _ := testLoop(t)
+	tc := &tmux.Client{Socket: "t", Runner: stuckTmux{}}
+	fl, err := fleet.New(fleet.Config{Root: l.cfg.Root, OrchDir: l.orchDir, Panes: true, Tmux: tc,
+		Isolation: config.Shared, BinDir: "/bin", Agent: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fl.Close)
+	l.fleet = fl
+	l.sessions = l.newSessions()
+	t.Cleanup(l.sessions.Close)
+	l.st.Session = "s"
+	sent := new([]*event.Callback)
+	l.publish = func(cb *event.Callback) error { *sent = append(*sent, cb); return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := tc.HasSession(ctx, "s"); !errors.Is(err, tmux.ErrNotAnswering) {
+		t.Fatalf("stuck tmux answered: %v", err)
+	}
+	return l, sent
+}
+
+// waitExit waits for the exit of w's headless process, so that nothing
+// the test started outlives it.
+func waitExit(t *testing.T, l *Loop) {
+	t.Helper()
+	select {
+	case <-l.fleet.Exits():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the headless process did not exit")
+	}
+}
+
+// An agent out of context whose fresh session cannot be had because tmux
+// does not answer: its worker becomes headless with every pane worker,
+// and the fresh session is a headless process running the plan; the
+// worker is not dead, the plan not counted as lost.
+func TestRefreshWhenTmuxStuck(t *testing.T) {
+	l, _ := stuckLoop(t)
+	writeFile(t, l.cfg.Root, "plans/p/PLAN.md", "# p\n\nwork\n")
+	if cb, _ := l.exhausted(workerEvent(event.Exhausted, "p", "w1", "context full")); cb == nil || cb.Kind != event.CallbackRestarted {
+		t.Fatalf("exhausted: %+v", cb)
+	}
+	for _, fn := range l.pending {
+		fn()
+	}
+	w, p := l.st.Worker("w1"), l.st.Plans["p"]
+	if l.st.TmuxDown == nil {
+		t.Fatal("tmux not marked down")
+	}
+	if w.State != state.WorkerBusy || !w.Headless || w.PID == 0 || w.Plan != "p" || w.Refresh {
+		t.Fatalf("worker %+v; want busy with p in a headless process", w)
+	}
+	waitExit(t, l)
+	if p.State != state.PlanDispatched || p.Attempts != 2 || p.Requeued != 0 {
+		t.Fatalf("plan %+v; want attempt 2 dispatched, not requeued", p)
 	}
 }
