@@ -29,6 +29,15 @@ func (f *Fleet) reportStuck(err error) {
 	}
 }
 
+// NotAnswering is the error of the first tmux command that got no answer
+// (tmux.ErrNotAnswering), nil while tmux answers or without panes.
+func (f *Fleet) NotAnswering() error {
+	if f.tmux == nil {
+		return nil
+	}
+	return f.tmux.NotAnswering()
+}
+
 // StopPane ends the program of worker id's pane (its process group gets
 // SIGKILL) without asking tmux, once it proves to be id's (its
 // environment names the worker and this repo). The pane's death is

@@ -64,7 +64,9 @@ func (l *Loop) grantRestart(w *state.Worker, why string) string {
 		w.Reason = why
 		return w.ID + " is a host's worker: its host brings it back"
 	}
-	if !w.Headless && !l.fleet.SessionUp(l.st.Session) {
+	// A session that does not answer is not gone: the worker comes back
+	// headless with every pane worker (stuck.go).
+	if !w.Headless && !l.fleet.SessionUp(l.st.Session) && l.fleet.NotAnswering() == nil {
 		w.Reason = why + "; not restarted: tmux session " + l.st.Session + " is gone (orch serve --workers N started again brings the fleet up)"
 		return w.ID + " not restarted: its tmux session is gone"
 	}

@@ -3,6 +3,7 @@ package lead
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,5 +154,26 @@ func TestRefreshWhenTmuxStuck(t *testing.T) {
 	waitExit(t, l)
 	if p.State != state.PlanDispatched || p.Attempts != 2 || p.Requeued != 0 {
 		t.Fatalf("plan %+v; want attempt 2 dispatched, not requeued", p)
+	}
+}
+
+// A pane that dies while tmux does not answer: its session is not taken
+// for gone (which would leave the worker dead for the run); the restart
+// is granted, and brings the worker back headless.
+func TestDeathWhenTmuxStuck(t *testing.T) {
+	l, _ := stuckLoop(t)
+	l.paneEnded = map[string]bool{"%1": true}
+	e := workerEvent(event.Died, "", "w1", "pane %1 exited")
+	e.Pane = "%1"
+	cb, _ := l.died(e)
+	w := l.st.Worker("w1")
+	if cb == nil || !strings.Contains(cb.Line, "w1 restarts in 1s") || w.RestartAt.IsZero() {
+		t.Fatalf("callback %+v, worker %+v; want a restart granted", cb, w)
+	}
+	l.cfg.Now = func() time.Time { return testNow.Add(time.Second) }
+	l.tmuxStuckNow(context.Background(), <-l.fleet.Stuck())
+	l.restartNow(context.Background(), "w1")
+	if w.State != state.WorkerIdle || !w.Headless || w.Pane != "" {
+		t.Fatalf("worker %+v; want idle, headless", w)
 	}
 }

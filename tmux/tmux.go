@@ -58,6 +58,15 @@ func New(socket string) *Client {
 	return &Client{Socket: socket, Runner: runner.OS{}}
 }
 
+// NotAnswering is the ErrNotAnswering of the first command that got no
+// answer, nil while every command has had one.
+func (c *Client) NotAnswering() error {
+	if err := c.stuck.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
 // Pane is one row of ListPanes.
 type Pane struct {
 	ID             string // "%3"
