@@ -20,6 +20,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,6 +31,7 @@ import (
 	"github.com/orch-dev/orch/harvest"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/plans"
+	"github.com/orch-dev/orch/tmux"
 	"github.com/orch-dev/orch/verify"
 )
 
@@ -323,6 +325,9 @@ func (s *Sessions) startExpired(ctx context.Context, st *state.State, c startChe
 		return
 	}
 	screen, err := s.fleet.Capture(ctx, w)
+	if errors.Is(err, tmux.ErrNotAnswering) {
+		return // the worker asks nothing: tmux does not answer, and the loop decides (its stuck.go)
+	}
 	kind, what := s.fleet.Classify(w.ID, screen, err)
 	// Its hook may have been missed: a prompt on screen (and no dialog)
 	// is enough at the deadline.
@@ -618,6 +623,9 @@ func (s *Sessions) ackExpired(ctx context.Context, st *state.State, c ackCheck) 
 		return // a host's worker's dispatch is its host's to check; a headless one has no pane (tmux stopped answering)
 	}
 	screen, err := s.fleet.Capture(ctx, w)
+	if errors.Is(err, tmux.ErrNotAnswering) {
+		return // not the worker's doing: the loop's decision (its stuck.go) gives the plan its lost record
+	}
 	if err != nil {
 		screen = "(pane unreadable: " + err.Error() + ")"
 	}

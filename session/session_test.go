@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/orch-dev/orch/event"
 	"github.com/orch-dev/orch/fleet"
 	"github.com/orch-dev/orch/internal/orchdir"
+	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/runner/fake"
 	"github.com/orch-dev/orch/internal/state"
 	"github.com/orch-dev/orch/tmux"
@@ -37,14 +39,27 @@ type harness struct {
 // fleet's tmux is the strict fake.
 func newHarness(t *testing.T, panes bool) *harness {
 	t.Helper()
+	var tf *fake.Runner
+	var tc *tmux.Client
+	if panes {
+		tf = fake.New(t)
+		tc = &tmux.Client{Socket: "t", Runner: tf}
+	}
+	h := newHarnessWith(t, tc)
+	h.tf = tf
+	return h
+}
+
+// newHarnessWith is newHarness with tc as the fleet's tmux (nil: no panes).
+func newHarnessWith(t *testing.T, tc *tmux.Client) *harness {
+	t.Helper()
 	h := &harness{st: state.New(), root: t.TempDir()}
 	if err := os.MkdirAll(orchdir.Of(h.root), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	fc := fleet.Config{Root: h.root, OrchDir: orchdir.Of(h.root), Isolation: config.Shared, BinDir: "/bin"}
-	if panes {
-		h.tf = fake.New(t)
-		fc.Panes, fc.Tmux = true, &tmux.Client{Socket: "t", Runner: h.tf}
+	if tc != nil {
+		fc.Panes, fc.Tmux = true, tc
 	}
 	fl, err := fleet.New(fc)
 	if err != nil {
@@ -191,5 +206,40 @@ func TestTypeLine(t *testing.T) {
 	h.st.Worker("w1").Headless = true
 	if err := h.s.TypeLine(context.Background(), h.st, h.st.Worker("w1"), "p"); err == nil {
 		t.Error("typed for a headless worker")
+	}
+}
+
+// stuckTmux is a tmux server that does not answer: each command returns
+// only once its context is done, as a killed client does.
+type stuckTmux struct{}
+
+func (stuckTmux) Run(ctx context.Context, c runner.Cmd) ([]byte, error) {
+	<-ctx.Done()
+	return nil, &runner.Error{Cmd: c, ExitCode: -1, Err: errors.New("signal: killed")}
+}
+
+// A deadline that fires while tmux does not answer, before the loop has
+// made its decision (stuck.go in lead): the plan is not failed for an
+// unreadable pane, nor is the lead told the worker asks something; the
+// decision (the plan lost with its pane, queued again) is the loop's.
+func TestDeadlinesWhenTmuxStuck(t *testing.T) {
+	tc := &tmux.Client{Socket: "t", Runner: stuckTmux{}}
+	h := newHarnessWith(t, tc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := tc.HasSession(ctx, "s"); !errors.Is(err, tmux.ErrNotAnswering) {
+		t.Fatalf("stuck tmux answered: %v", err)
+	}
+	p, w := h.st.Plans["p"], h.st.Worker("w1")
+	p.State, p.Resent = state.PlanDispatched, true
+	h.s.ackExpired(context.Background(), h.st, ackCheck{plan: "p", attempt: 1, resent: true})
+	if p.State != state.PlanDispatched || w.State != state.WorkerBusy || len(h.told) != 0 {
+		t.Fatalf("ack deadline: plan %s, worker %s, told %+v; want both untouched", p.State, w.State, h.told)
+	}
+	w2 := h.st.Worker("w2")
+	w2.Starting, w2.Since = true, testNow
+	h.s.startExpired(context.Background(), h.st, startCheck{worker: "w2", since: testNow})
+	if len(h.told) != 0 || w2.Asked != "" {
+		t.Fatalf("start deadline: told %+v, asked %q; want nothing", h.told, w2.Asked)
 	}
 }
