@@ -79,7 +79,10 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 	for _, id := range f.LocalIDs(workers) {
 		w := st.EnsureWorker(id, now)
 		if w.Headless {
-			if pid := LivePID(f.cfg.OrchDir, w); pid != 0 {
+			if pid := LivePID(f.cfg.OrchDir, w); pid != 0 && st.TmuxDown != nil {
+				return nil, fmt.Errorf("%w: %s's headless process %d, started when tmux stopped answering (%s), still runs: orch serve --headless --workers N watches it until it ends (orch serve --workers N started after that brings the panes back), or stop it with orch down",
+					ErrNoFleet, id, pid, st.TmuxDown.Since.Format("2006-01-02 15:04:05 MST"))
+			} else if pid != 0 {
 				return nil, fmt.Errorf("%w: %s's headless process %d from an earlier orch serve --headless still runs; wait for it or stop it with orch down", ErrNoFleet, id, pid)
 			}
 			// Its process is gone: a plan it held is decided below, with

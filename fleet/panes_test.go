@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/orch-dev/orch/internal/runner"
 	"github.com/orch-dev/orch/internal/runner/fake"
@@ -117,5 +120,29 @@ func TestRemoteWorkerPane(t *testing.T) {
 	}
 	if ids := fl.LocalIDs(2); fmt.Sprint(ids) != "[w3 w4]" {
 		t.Fatalf("an orch host's workers: %v", ids)
+	}
+}
+
+// A tmux fleet cannot start while a worker's headless process, started
+// when tmux stopped answering, still runs: the error says where the
+// process came from and how to go on (watch it headless, or stop it).
+func TestUpRefusesHeadlessRunFromTmuxDown(t *testing.T) {
+	f := fake.New(t)
+	fl := testFleet(t, Config{Panes: true, Tmux: &tmux.Client{Socket: "t", Runner: f}})
+	session := tmux.SessionName(fl.cfg.Root)
+	f.Expect("tmux", tmuxArgs("has-session", "-t", "="+session), "", &runner.Error{ExitCode: 1, Err: errors.New("exit status 1")})
+	run := exec.Command("sleep", "30")
+	run.Env = append(os.Environ(), "ORCH_DIR="+fl.cfg.OrchDir, "ORCH_WORKER=w1")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Process.Kill(); run.Wait() })
+	st := state.New()
+	st.TmuxDown = &state.TmuxDown{Since: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC), Reason: "tmux server not answering"}
+	st.Workers = []*state.Worker{{ID: "w1", State: state.WorkerBusy, Plan: "p", Headless: true, PID: run.Process.Pid}}
+	_, err := fl.Up(context.Background(), st, 1)
+	want := fmt.Sprintf("w1's headless process %d, started when tmux stopped answering (2026-12-05 09:00:00 UTC), still runs: orch serve --headless --workers N watches it until it ends (orch serve --workers N started after that brings the panes back), or stop it with orch down", run.Process.Pid)
+	if !errors.Is(err, ErrNoFleet) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to say %q", err, want)
 	}
 }
