@@ -351,6 +351,9 @@ func (l *Loop) handOver(ctx context.Context, hs []*handoff) {
 	defer func() {
 		if stuck != nil {
 			l.tmuxStuck(stuck)
+			if l.st.TmuxDown == nil {
+				return // no decision made: a pass now would fail the same way at once
+			}
 			select { // one scheduling pass gives the queued plans to the headless workers
 			case l.wake <- struct{}{}:
 			default:
