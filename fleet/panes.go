@@ -48,6 +48,7 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 		if err != nil {
 			return nil, fmt.Errorf("fleet: %w", err)
 		}
+		killed := 0
 		for _, p := range panes {
 			switch {
 			case p.Worker != "" && !p.Dead:
@@ -58,6 +59,15 @@ func (f *Fleet) Up(ctx context.Context, st *state.State, workers int) ([]*state.
 				if err := f.tmux.KillPane(ctx, p.ID); err != nil {
 					f.log.Warn("fleet: remove dead pane", "pane", p.ID, "err", err)
 				}
+				killed++
+			}
+		}
+		if killed == len(panes) {
+			// Every pane was a dead worker's (all of them ended while tmux
+			// did not answer, say): the session, and perhaps its server,
+			// went with the last one.
+			if has, err = f.tmux.HasSession(ctx, name); err != nil {
+				return nil, fmt.Errorf("fleet: %w", err)
 			}
 		}
 	}
