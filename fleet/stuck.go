@@ -42,8 +42,7 @@ func (f *Fleet) NotAnswering() error {
 // SIGKILL) without asking tmux, once it proves to be id's (its
 // environment names the worker and this repo). The pane's death is
 // reported on Deaths as any other. It returns the pid it killed, 0 when
-// there was none to kill (never watched, gone, or not provably id's: a
-// program of another user's worker cannot be read).
+// there was none to kill (never watched, gone, or not provably id's).
 func (f *Fleet) StopPane(id, pane string) (int, error) {
 	f.paneMu.Lock()
 	pp, ok := f.panePIDs[id]
