@@ -2,9 +2,10 @@
 // figures into BENCHMARKS.md: orch-notify's size and start-up against an
 // empty Go binary and the tmux send-keys line (section "startup"), and the
 // lead loop's reaction, burst, harvest throughput, idle cost and memory
-// (sections "reaction", "burst", "serve").
+// (sections "reaction", "burst", "serve"), and an agent lead's wake-up by
+// its hooks against tmux send-keys (section "wake").
 //
-// README: go run ./bench [-sections all] [-n 200] [-burst 1000] [-idle 30s] [-plans 1000] [-out BENCHMARKS.md]   (from the repo root; needs go, git and tmux)
+// README: go run ./bench [-sections all] [-n 200] [-burst 1000] [-idle 30s] [-plans 1000] [-wake-n 200] [-out BENCHMARKS.md]   (from the repo root; needs go, git and tmux)
 // CI:     go run ./bench -smoke   (about 20 s; prints the sections; exits 1 if a plan is lost or doubled or an event not acked)
 //
 // What it does, in order:
@@ -39,10 +40,16 @@
 //     process beside a bare broker (this binary's hidden -bare-server
 //     mode), both idle for -idle: CPU and context switches from /proc;
 //     then -plans plans through its fleet, and its memory again;
-//  6. scale (scale.go, only when named in -sections): the event rate one
+//  6. wake (wake.go): a Claude Code lead's wake-up through the hooks orch
+//     lead install claude writes, against orch serve as a process: from
+//     orch-notify done's exec to the waiting Stop hook exiting 2 with the
+//     line (idle lead), beside tmux send-keys of the same line into a cat
+//     pane seen on a control-mode client, in the same rounds; and to the
+//     PostToolUse hook handing it over at a mid-turn lead's next step;
+//  7. scale (scale.go, only when named in -sections): the event rate one
 //     lead loop sustains, workers per loop, and the record's growth with
 //     plans; printed, for SCALING.md;
-//  7. writes each section of BENCHMARKS.md between its marker comments,
+//  8. writes each section of BENCHMARKS.md between its marker comments,
 //     leaving the rest of the file as it is (or prints them with -out -).
 //
 // It is a command, not a test: go test ./... never runs it. A new start-up
@@ -71,13 +78,15 @@ type options struct {
 	raw     string
 	verbose bool
 
-	sections  string // comma-separated: startup, reaction, burst, serve
+	sections  string // comma-separated: startup, reaction, burst, serve, wake, scale
 	reactionN int
 	burst     int
 	conc      int
 	idle      time.Duration
 	plans     int
 	smoke     bool
+	wakeN     int           // wake section: rounds of each kind (idle lead, mid-turn lead)
+	wakeStep  time.Duration // wake section: the mid-turn lead's step, from the done's exec
 
 	burstProfile string // CPU profile of this process (lead loop, broker, launcher) from the burst's launch to its last harvest
 }
@@ -109,15 +118,17 @@ func main() {
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "file whose orch-notify section is (re)written; - prints the section")
 	flag.StringVar(&o.raw, "raw", "", "also write every timed sample as CSV (round,position,case,ns) to this file")
 	flag.BoolVar(&o.verbose, "v", false, "copy the lead loop's log to stderr")
-	flag.StringVar(&o.sections, "sections", "all", "what to measure: all, or a comma-separated list of startup, reaction, burst, serve, scale (scale only when named: see scale.go)")
+	flag.StringVar(&o.sections, "sections", "all", "what to measure: all, or a comma-separated list of startup, reaction, burst, serve, wake, scale (scale only when named: see scale.go)")
 	flag.IntVar(&o.reactionN, "reaction-n", 200, "reaction rounds of each kind (in-process publish, orch-notify process)")
 	flag.IntVar(&o.burst, "burst", 1000, "plans (and cat worker panes) in the burst: one orch-notify done each, launched at once")
 	flag.IntVar(&o.conc, "conc", 4*runtime.NumCPU(), "orch-notify processes running at a time in the burst")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "idle window for orch serve and the bare broker")
+	flag.IntVar(&o.wakeN, "wake-n", 200, "wake rounds of each kind (idle lead, mid-turn lead); each idle round also times one tmux send-keys")
+	flag.DurationVar(&o.wakeStep, "wake-step", 250*time.Millisecond, "wake section: the mid-turn lead's steps come this long after the done's exec, and as often after")
 	flag.IntVar(&o.plans, "plans", 1000, "plans run through orch serve's 8 workers before its memory is read again")
 	flag.StringVar(&o.burstProfile, "burst-cpuprofile", "", "write a CPU profile of the bench process (lead loop, broker, launcher) during the burst to this file (go tool pprof); "+
 		"the burst's CPU figures then include the profiler's own small cost")
-	flag.BoolVar(&o.smoke, "smoke", false, "tiny run for CI (5 start-up rounds, 20-plan burst, 3 s idle, 20 plans, 20 reaction rounds); "+
+	flag.BoolVar(&o.smoke, "smoke", false, "tiny run for CI (5 start-up rounds, 20-plan burst, 3 s idle, 20 plans, 20 reaction rounds, 3 wake rounds); "+
 		"prints the section instead of writing it unless -out is given; exits 1 if anything is lost or doubled")
 	bare := flag.String("bare-server", "", "internal: run only the embedded broker on this directory until stdin closes (the idle baseline)")
 	flag.Parse()
@@ -131,7 +142,7 @@ func main() {
 	if o.smoke {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		o.reactionN, o.burst, o.idle, o.plans, o.warmup = 20, 20, 3*time.Second, 20, 2
+		o.reactionN, o.burst, o.idle, o.plans, o.warmup, o.wakeN = 20, 20, 3*time.Second, 20, 2, 3
 		if !set["n"] {
 			o.n = 5
 		}
@@ -139,9 +150,9 @@ func main() {
 			o.out = "-"
 		}
 	}
-	if flag.NArg() != 0 || o.n < 1 || o.warmup < 0 || o.reactionN < 1 || o.burst < 1 || o.conc < 1 || o.plans < 1 || o.idle <= 0 {
+	if flag.NArg() != 0 || o.n < 1 || o.warmup < 0 || o.reactionN < 1 || o.burst < 1 || o.conc < 1 || o.plans < 1 || o.idle <= 0 || o.wakeN < 1 || o.wakeStep <= 0 {
 		fmt.Fprintln(os.Stderr, "usage: go run ./bench [-n 200] [-warmup 5] [-sections all] [-reaction-n 200] [-burst 1000] [-conc 4*nproc] "+
-			"[-idle 30s] [-plans 1000] [-smoke] [-out BENCHMARKS.md] [-raw samples.csv] [-v]")
+			"[-idle 30s] [-plans 1000] [-wake-n 200] [-wake-step 250ms] [-smoke] [-out BENCHMARKS.md] [-raw samples.csv] [-v]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -220,6 +231,14 @@ func run(ctx context.Context, o options) error {
 		}
 		ld.Serve = &s
 	}
+	var wakeText string
+	if o.has("wake") {
+		w, err := wake(ctx, o, root, tmp)
+		if err != nil {
+			return fmt.Errorf("wake: %w", err)
+		}
+		wakeText = wakeReport(m, o, w)
+	}
 	if o.hasExplicit("scale") {
 		// Printed, never written into BENCHMARKS.md: SCALING.md reads it by hand.
 		text, err := scale(ctx, o, tmp)
@@ -230,6 +249,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if ld.Reaction != nil || ld.Burst != nil || ld.Serve != nil {
 		sections = append(sections, sectionOut{leadBegin, leadEnd, leadReport(ld)})
+	}
+	if wakeText != "" {
+		sections = append(sections, sectionOut{wakeBegin, wakeEnd, wakeText})
 	}
 	for _, sec := range sections {
 		if o.out == "-" {
