@@ -6,7 +6,7 @@
 // its hooks against tmux send-keys (section "wake").
 //
 // README: go run ./bench [-sections all] [-n 200] [-burst 1000] [-idle 30s] [-plans 1000] [-wake-n 200] [-out BENCHMARKS.md]   (from the repo root; needs go, git and tmux)
-// CI:     go run ./bench -smoke   (about 20 s; prints the sections; exits 1 if a plan is lost or doubled or an event not acked)
+// CI:     go run ./bench -smoke   (about 30 s; prints the sections; exits 1 if a plan is lost or doubled or an event not acked)
 //
 // What it does, in order:
 //
