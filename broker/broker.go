@@ -12,6 +12,7 @@
 // the server keeps no JetStream of its own: it links as a leaf node to an
 // external cluster, which holds the stream, replicated (upstream.go).
 //
+// The bus, <prefix>.bus.<wN>.<topic>, is a stream of its own (BusStream).
 // The stream (one per repo) keeps three kinds of subject under a prefix:
 //
 //	<prefix>.ev.<wN>.<kind>  worker events (started, done, blocked), by worker
@@ -301,6 +302,9 @@ func (b *Broker) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker setup: stream: %w", b.streamErr(err))
 	}
+	if _, err := js.CreateOrUpdateStream(ctx, busStreamConfig(p, b.cfg.DupeWindow, b.replicas())); err != nil {
+		return fmt.Errorf("broker setup: stream %s: %w", BusStream, b.streamErr(err))
+	}
 	if _, err := js.PushConsumer(ctx, StreamName, LeadConsumer); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		_, err = js.CreatePushConsumer(ctx, StreamName, leadConsumerConfig(p, 0))
 		if err != nil {
@@ -325,6 +329,32 @@ func (b *Broker) setup(ctx context.Context) error {
 		return fmt.Errorf("broker setup: consumer %s: %w", WaitConsumer, err)
 	}
 	return nil
+}
+
+// The bus (orch-notify say, orch bus) is a stream of its own: findings are
+// read by people and agents, not handled by the lead loop, so they are
+// never trimmed with its events; when the bus is full its oldest says go,
+// and a chatty fleet can never fill the event stream.
+const (
+	BusStream   = "ORCH_BUS"
+	BusMaxBytes = 64 << 20
+	BusMaxMsgs  = 100_000
+)
+
+func busStreamConfig(p string, dupe time.Duration, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        BusStream,
+		Description: "orch's worker bus: what workers say to each other",
+		Subjects:    []string{p + ".bus.>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		MaxBytes:    BusMaxBytes,
+		MaxMsgs:     BusMaxMsgs,
+		MaxMsgSize:  MaxEventBytes,
+		Duplicates:  dupe,
+		Replicas:    replicas,
+		Discard:     jetstream.DiscardOld,
+	}
 }
 
 // leadConsumerConfig is the lead loop's consumer: every event and command,
@@ -397,8 +427,8 @@ func WaitDeliver(prefix string) string { return prefix + ".deliver.wait" }
 func CallbackSubject(prefix, kind string) string { return prefix + ".cb." + kind }
 
 // users gives the lead and each worker its NKey and permissions. A worker
-// may publish events on the subjects that carry its own id and receive the
-// replies to its own publishes; it cannot speak for another worker, read
+// may publish events and says (the bus) on the subjects that carry its own
+// id and receive the replies to its own publishes; it cannot speak for another worker, read
 // events, consume, or touch the JetStream API.
 func users(k roleKeys, prefix string, hs []hosts.Host) []*server.NkeyUser {
 	out := []*server.NkeyUser{
@@ -409,7 +439,7 @@ func users(k roleKeys, prefix string, hs []hosts.Host) []*server.NkeyUser {
 	}
 	for _, id := range slices.Sorted(maps.Keys(k.workers)) {
 		out = append(out, &server.NkeyUser{Nkey: k.workers[id], Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{event.WorkerSubjects(prefix, id)}},
+			Publish:   &server.SubjectPermission{Allow: []string{event.WorkerSubjects(prefix, id), event.WorkerBusSubjects(prefix, id)}},
 			Subscribe: &server.SubjectPermission{Allow: []string{event.WorkerInboxOf(id) + ".>"}},
 		}})
 	}

@@ -121,6 +121,48 @@ func TestWorkerCanPublishEventsAndGetsAck(t *testing.T) {
 	}
 }
 
+// A worker's say is stored in the bus stream, under its own id, and never
+// in the event stream the lead loop consumes.
+func TestWorkerSaysOnItsOwnBusSubject(t *testing.T) {
+	ctx := context.Background()
+	b, dir := startBroker(t)
+	nc := workerConn(t, dir)
+	for _, e := range []event.Event{
+		event.New(event.Say, "", "fleet-wide", "w1", "h"),
+		event.New(event.Say, "p.v2", "for plan p.v2", "w1", "h"),
+	} {
+		if _, _, err := notify.PublishOn(nc, b.Prefix(), e, 2*time.Second); err != nil {
+			t.Fatalf("say %q: %v", e.Status, err)
+		}
+	}
+	lc, err := b.ConnectLead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	js, _ := jetstream.New(lc)
+	bus, err := js.Stream(ctx, BusStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq, want := range map[uint64]string{1: b.Prefix() + ".bus.w1.fleet", 2: b.Prefix() + ".bus.w1.plan.p.v2"} {
+		m, err := bus.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != want {
+			t.Errorf("say %d on %s, want %s", seq, m.Subject, want)
+		}
+	}
+	ev, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := ev.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("the event stream holds %d messages, want none: says are not events", n)
+	}
+}
+
 // notify.Send is orch-notify's one connection: connect, publish, wait for
 // the stream's acknowledgement on its own reply subject.
 func TestSendIsAckedOnce(t *testing.T) {
@@ -199,6 +241,29 @@ func TestWorkerRoleIsPublishOnly(t *testing.T) {
 		{"publish as another worker", func(nc *nats.Conn) error {
 			e := event.New(event.Done, "p1", "ok", "w2", "h")
 			_, _, err := notify.PublishOn(nc, b.Prefix(), e, time.Second)
+			return err
+		}},
+		{"say as another worker", func(nc *nats.Conn) error {
+			e := event.New(event.Say, "", "a finding", "w2", "h")
+			_, _, err := notify.PublishOn(nc, b.Prefix(), e, time.Second)
+			return err
+		}},
+		{"say as itself on another worker's bus subject", func(nc *nats.Conn) error {
+			e := event.New(event.Say, "", "a finding", "w1", "h")
+			msg := notify.EventMsg(b.Prefix(), e)
+			msg.Subject = b.Prefix() + ".bus.w2." + event.FleetTopic
+			_, _, err := notify.PublishMsg(nc, msg, time.Second)
+			return err
+		}},
+		{"read the bus", func(nc *nats.Conn) error {
+			_, err := nc.SubscribeSync(b.Prefix() + ".bus.>")
+			if err != nil {
+				return err
+			}
+			return nc.Flush()
+		}},
+		{"purge the bus", func(nc *nats.Conn) error {
+			_, err := nc.Request("$JS.API.STREAM.PURGE."+BusStream, nil, time.Second)
 			return err
 		}},
 		{"publish on the old shared subject", func(nc *nats.Conn) error {

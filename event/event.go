@@ -43,6 +43,14 @@ const (
 	Failed     Kind = "failed"      // the agent stopped on an error (API error, crash); Status: the reason
 	Ready      Kind = "ready"       // the agent is up and at its prompt, ready for a line (Claude Code's SessionStart); no plan
 	Exhausted  Kind = "exhausted"   // the agent ran out of context (a compaction or context-limit signal); Status: which
+	// Say is a worker's finding for the others (orch-notify say): on the
+	// bus (BusSubject), never on the lead's event subjects. Status: the
+	// text; Plan: a per-plan topic, or Topic: a named one, or neither: the
+	// whole fleet.
+	Say Kind = "say"
+	// Send is the lead's command to hand Status, one line, to Worker's
+	// agent at its next prompt (orch send).
+	Send Kind = "send"
 	// Lead records.
 	Prepared   Kind = "prepared"   // lead record: the setup command for Plan's attempt Attempt on Worker ended; Status: "ok" or "failed: <why>"
 	Exited     Kind = "exited"     // lead record: a headless worker's process for Plan (attempt Attempt) ended; Status: how
@@ -80,6 +88,8 @@ type Event struct {
 	// Usage is what the agent recorded it used in the turn an idle (or
 	// failed) event ends: read by orch-notify from the agent's own files.
 	Usage *telemetry.Usage `json:"usage,omitempty"`
+	// Topic is a say's named topic (orch-notify say --topic).
+	Topic string `json:"topic,omitempty"`
 }
 
 // New returns an event with a fresh id and the current time. The status is
@@ -111,6 +121,9 @@ const WorkerInbox = "_W"
 // subject, a worker event on one that carries its worker's id, which only
 // that worker's credential may publish on.
 func Subject(prefix string, e Event) string {
+	if e.Kind == Say {
+		return BusSubject(prefix, e)
+	}
 	if IsCommand(e.Kind) {
 		return prefix + ".cmd." + string(e.Kind)
 	}
@@ -125,7 +138,69 @@ func Subject(prefix string, e Event) string {
 // commands and records), which no worker may send.
 func IsCommand(k Kind) bool {
 	return k == Dispatch || k == Lost || k == Gated || k == Verify || k == Regate || k == Integrated || k == Exited || k == Prepared ||
-		k == TimedOut || k == Measured
+		k == TimedOut || k == Measured || k == Send
+}
+
+// Bus topics. A say goes to the whole fleet, to one plan's topic, or to a
+// named topic; the topic is the subject's tail after the sender.
+const (
+	FleetTopic = "fleet"
+	planTopic  = "plan."
+	namedTopic = "topic."
+)
+
+// BusSubject is where a say is published: <prefix>.bus.<worker>.<topic>,
+// which only that worker's credential may publish on (WorkerBusSubjects).
+func BusSubject(prefix string, e Event) string {
+	w := e.Worker
+	if w == "" {
+		w = NoWorker
+	}
+	return prefix + ".bus." + w + "." + SayTopic(e.Plan, e.Topic)
+}
+
+// SayTopic is the topic a say for plan (or named topic) goes to, as the
+// bus subject's tail: "fleet", "plan.<P>" or "topic.<T>".
+func SayTopic(plan, topic string) string {
+	switch {
+	case plan != "":
+		return planTopic + plan
+	case topic != "":
+		return namedTopic + topic
+	}
+	return FleetTopic
+}
+
+// BusFilter is the subject filter of a topic as SayTopic writes it (""
+// for all of them), over every sender.
+func BusFilter(prefix, topic string) string {
+	if topic == "" {
+		return prefix + ".bus.>"
+	}
+	return prefix + ".bus.*." + topic
+}
+
+// BusSender is the worker whose credential published on a bus subject,
+// and the topic after it; ok is false if subject is not a bus subject.
+func BusSender(prefix, subject string) (worker, topic string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, prefix+".bus.")
+	if !ok {
+		return "", "", false
+	}
+	worker, topic, ok = strings.Cut(rest, ".")
+	return worker, topic, ok && ValidWorker(worker) && topic != ""
+}
+
+// WorkerBusSubjects is what worker id may publish on the bus: says under
+// its own id.
+func WorkerBusSubjects(prefix, id string) string { return prefix + ".bus." + id + ".>" }
+
+// CheckTopic enforces the rule of a named topic: that of a plan name.
+func CheckTopic(topic string) error {
+	if err := CheckPlanName(topic); err != nil {
+		return fmt.Errorf("topic %q: use 1-%d characters of a-z, 0-9, '.', '_', '-', starting with a letter or digit: %w", topic, MaxPlanName, ErrBadPlanName)
+	}
+	return nil
 }
 
 // NoWorker stands for the worker in the subject of an event that names
@@ -198,6 +273,12 @@ func (e Event) Check() error {
 		return fmt.Errorf("%w: worker id %q is invalid", ErrMalformed, e.Worker)
 	case e.Pane != "" && !validPane(e.Pane):
 		return fmt.Errorf("%w: pane %q is not a tmux pane id", ErrMalformed, e.Pane)
+	case e.Topic != "" && (e.Kind != Say || e.Plan != ""):
+		return fmt.Errorf("%w: a topic is only for a say without a plan", ErrMalformed)
+	case e.Topic != "" && CheckTopic(e.Topic) != nil:
+		return fmt.Errorf("%w: %v", ErrMalformed, CheckTopic(e.Topic))
+	case (e.Kind == Say || e.Kind == Send) && e.Status == "":
+		return fmt.Errorf("%w: %s without text", ErrMalformed, e.Kind)
 	case e.Usage != nil && !CarriesUsage(e.Kind):
 		return fmt.Errorf("%w: usage on a %s event (only on idle, done or failed)", ErrMalformed, e.Kind)
 	case e.Usage != nil:
@@ -217,7 +298,7 @@ func CarriesUsage(k Kind) bool { return k == Idle || k == Done || k == Failed }
 
 func knownKind(k Kind) bool {
 	switch k {
-	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Exhausted, Integrated, Exited, Prepared, TimedOut, Measured:
+	case Started, Done, Blocked, Died, Dispatch, Lost, Gated, Verify, Regate, NeedsInput, Idle, Failed, Ready, Exhausted, Integrated, Exited, Prepared, TimedOut, Measured, Say, Send:
 		return true
 	}
 	return false
@@ -228,7 +309,7 @@ func knownKind(k Kind) bool {
 // plan). A pane's death and an agent's hooks know the worker, not always
 // the plan.
 func PlanOptional(k Kind) bool {
-	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Ready || k == Exhausted || k == Exited
+	return k == Died || k == NeedsInput || k == Idle || k == Failed || k == Ready || k == Exhausted || k == Exited || k == Say || k == Send
 }
 
 func validID(id string) bool {

@@ -198,7 +198,10 @@ func (l *Loop) apply(ctx context.Context, e event.Event) (cb *event.Callback, du
 		n = l.sessions.Ready(l.st, e)
 	case event.Exhausted:
 		cb, n = l.exhausted(e)
+	case event.Send:
+		n = l.nudge(e)
 	}
+	l.turnSignal(e)
 	if err != nil {
 		// Nothing of this event was recorded: nothing may start from it.
 		// Work of earlier events, kept in memory, still waits for a save.

@@ -188,6 +188,9 @@ type Loop struct {
 	// stopped is closed when Run returns, so that goroutines (timers, the
 	// NATS callback) never block sending to a loop that is gone.
 	stopped chan struct{}
+	// sendVerdicts are the orch send commands of this pass, answered
+	// once their lines are typed or found waiting (nudge.go).
+	sendVerdicts []string
 	// pending runs once the current event's effect is recorded.
 	pending []func()
 	// restartDue names a dead worker whose granted restart is due
@@ -523,6 +526,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("serve: %w", err)
 	}
 	l.trim(ctx)
+	defer l.mirrorBus(ctx)()
 	pc, err := l.js.PushConsumer(ctx, broker.StreamName, broker.LeadConsumer)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -543,6 +547,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	l.flushOutbox()
 	l.sessions.Resume(ctx, l.st)
+	l.resumeNudges(ctx)
 	l.resumeDeadlines(ctx)
 	l.resumeRefreshes(ctx)
 	l.schedule(ctx)

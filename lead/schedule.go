@@ -24,6 +24,7 @@ import (
 // crash can leave a plan marked dispatched but never typed (found by its
 // missing "started"), but never typed twice.
 func (l *Loop) schedule(ctx context.Context) {
+	defer l.deliverNudges(ctx) // orch send's lines, once the plans are handed out
 	hs, changed := l.assign(ctx)
 	if len(hs) == 0 && !changed && !l.unsaved {
 		if len(l.st.Outbox) > 0 {

@@ -13,6 +13,7 @@ import (
 const usage = `usage: orch-notify started <plan>
        orch-notify done    <plan> <status words...>
        orch-notify blocked <plan> <reason words...>
+       orch-notify say [--plan <plan> | --topic <topic>] <text words...>
        orch-notify hook claude          (an agent hook: JSON on stdin; always exits 0)
        orch-notify hook codex <json>`
 
@@ -34,6 +35,10 @@ func Main(args []string, env Env, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "orch-notify: %v\n%s\n", err, usage)
 		return exitUsage
 	}
+	what := string(e.Kind) + " " + e.Plan
+	if e.Kind == event.Say {
+		what = "say on " + event.SayTopic(e.Plan, e.Topic)
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		fmt.Fprintf(stderr, "orch-notify: %v\n", err)
@@ -41,21 +46,21 @@ func Main(args []string, env Env, stderr io.Writer) int {
 	}
 	cfg, err := WorkerConfig(env, cwd)
 	if err != nil {
-		fmt.Fprintf(stderr, "orch-notify: %s %s not kept: %v\n", e.Kind, e.Plan, err)
+		fmt.Fprintf(stderr, "orch-notify: %s not kept: %v\n", what, err)
 		return exitNotKept
 	}
 	res, err := Send(cfg, e)
 	switch {
 	case err != nil:
-		fmt.Fprintf(stderr, "orch-notify: %s %s not kept: %v\n", e.Kind, e.Plan, err)
+		fmt.Fprintf(stderr, "orch-notify: %s not kept: %v\n", what, err)
 		return exitNotKept
 	case res.Spooled != "":
-		fmt.Fprintf(stderr, "orch-notify: broker not reachable (%v); %s %s spooled to %s, orch serve delivers it when it runs\n",
-			res.PubErr, e.Kind, e.Plan, res.Spooled)
+		fmt.Fprintf(stderr, "orch-notify: broker not reachable (%v); %s spooled to %s, orch serve delivers it when it runs\n",
+			res.PubErr, what, res.Spooled)
 	case res.Duplicate:
-		fmt.Fprintf(stderr, "orch-notify: %s %s was already kept (event %s)\n", e.Kind, e.Plan, e.ID)
+		fmt.Fprintf(stderr, "orch-notify: %s was already kept (event %s)\n", what, e.ID)
 	default:
-		fmt.Fprintf(stderr, "orch-notify: %s %s kept (event %s)\n", e.Kind, e.Plan, e.ID)
+		fmt.Fprintf(stderr, "orch-notify: %s kept (event %s)\n", what, e.ID)
 	}
 	return exitKept
 }
@@ -79,6 +84,9 @@ func parseArgs(args []string, env Env) (event.Event, error) {
 		e.Pane = env("ORCH_PANE")
 		return e, nil
 	}
+	if len(args) >= 1 && args[0] == string(event.Say) {
+		return parseSay(args[1:], worker, host)
+	}
 	if len(args) < 2 {
 		return event.Event{}, fmt.Errorf("%w: need a kind and a plan name", errUsage)
 	}
@@ -93,7 +101,7 @@ func parseArgs(args []string, env Env) (event.Event, error) {
 			return event.Event{}, fmt.Errorf("%w: %s needs a one-line %s after the plan name", errUsage, kind, map[event.Kind]string{event.Done: "status", event.Blocked: "reason"}[kind])
 		}
 	default:
-		return event.Event{}, fmt.Errorf("%w: unknown kind %q (want started, done or blocked)", errUsage, args[0])
+		return event.Event{}, fmt.Errorf("%w: unknown kind %q (want started, done, blocked or say)", errUsage, args[0])
 	}
 	plan := args[1]
 	if err := event.CheckPlanName(plan); err != nil {
@@ -104,4 +112,42 @@ func parseArgs(args []string, env Env) (event.Event, error) {
 		status = strings.Join(args[2:], " ")
 	}
 	return event.New(kind, plan, status, worker, host), nil
+}
+
+// parseSay reads say's arguments: a finding for the fleet, for one plan's
+// topic (--plan) or for a named topic (--topic), from the worker in
+// ORCH_WORKER, whose own key sends it.
+func parseSay(args []string, worker, host string) (event.Event, error) {
+	var plan, topic string
+	for len(args) >= 2 && (args[0] == "--plan" || args[0] == "--topic") {
+		if args[0] == "--plan" {
+			plan = args[1]
+		} else {
+			topic = args[1]
+		}
+		args = args[2:]
+	}
+	switch {
+	case worker == "":
+		return event.Event{}, fmt.Errorf("%w: say needs ORCH_WORKER: a say goes out under its worker's id", errUsage)
+	case plan != "" && topic != "":
+		return event.Event{}, fmt.Errorf("%w: say takes --plan or --topic, not both", errUsage)
+	case len(args) > 0 && strings.HasPrefix(args[0], "--"):
+		return event.Event{}, fmt.Errorf("%w: say: unknown option %q (want --plan <plan> or --topic <topic>, then the text)", errUsage, args[0])
+	case strings.TrimSpace(strings.Join(args, " ")) == "":
+		return event.Event{}, fmt.Errorf("%w: say needs the text to say", errUsage)
+	}
+	if plan != "" {
+		if err := event.CheckPlanName(plan); err != nil {
+			return event.Event{}, fmt.Errorf("%w: say --plan: %v", errUsage, err)
+		}
+	}
+	if topic != "" {
+		if err := event.CheckTopic(topic); err != nil {
+			return event.Event{}, fmt.Errorf("%w: say --topic: %v", errUsage, err)
+		}
+	}
+	e := event.New(event.Say, plan, strings.Join(args, " "), worker, host)
+	e.Topic = topic
+	return e, nil
 }

@@ -6,6 +6,7 @@
 //	orch-notify started <plan>
 //	orch-notify done    <plan> <status words...>
 //	orch-notify blocked <plan> <reason words...>
+//	orch-notify say [--plan <plan> | --topic <topic>] <text words...>
 //	orch-notify hook claude          (Claude Code hooks: the hook JSON on stdin)
 //	orch-notify hook codex <json>    (Codex's notify program)
 //

@@ -91,6 +91,7 @@ func newRootCmd(s streams) *cobra.Command {
 		newWaitCmd(s),
 		newReadCmd(s),
 		newSendCmd(s),
+		newBusCmd(s),
 		newLedgerCmd(s),
 		newStatsCmd(s),
 		newDownCmd(s),

@@ -29,3 +29,6 @@ var ErrRefused = errors.New("refused by the lead loop")
 // ErrNotTaken means orch ack named a callback that was not handed over to
 // the lead agent, or was acknowledged already.
 var ErrNotTaken = errors.New("no such callback handed over and not yet acknowledged")
+
+// ErrEmptyText means orch send was given nothing to type.
+var ErrEmptyText = errors.New("nothing to send")

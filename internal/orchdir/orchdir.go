@@ -38,6 +38,7 @@ const (
 	HostLock      = "host.lock"      // claimed by the one orch host of a host's clone
 	HostRuns      = "host-runs.json" // in a host's clone: the runs its orch host started and has not seen end
 	Lead          = "lead"           // lead agents' inbox records, locks and taken lists (package inbox)
+	Bus           = "bus.md"         // orch serve's copy of the workers' bus (package bus)
 )
 
 // WorkerKey is the path of worker id's seed in the .orch directory dir.
@@ -48,7 +49,7 @@ func WorkerKey(dir, id string) string { return filepath.Join(dir, Creds, WorkerK
 var PrivateDirs = []string{Agents, Creds, Gates, Hosts, Integrate, JetStream, Lead, Logs, Spool, Stack}
 
 // PrivateFiles are the files directly in .orch/ that only orch writes.
-var PrivateFiles = []string{BoardURL, Broker, GitLock, HostLock, HostRuns, IntegrateLock, ServeLock, ServePID, State}
+var PrivateFiles = []string{BoardURL, Broker, Bus, GitLock, HostLock, HostRuns, IntegrateLock, ServeLock, ServePID, State}
 
 // Of returns the .orch directory of a repo root.
 func Of(root string) string { return filepath.Join(root, Name) }

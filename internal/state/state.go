@@ -105,6 +105,10 @@ type Worker struct {
 	// Refresh is set from the moment its agent is found out of context
 	// until its fresh session is there (a new pane, or process).
 	Refresh bool `json:"refresh,omitempty"`
+	// InTurn says the worker's agent is in a turn orch knows it began (a
+	// line typed, a started) and has not heard the end of (its turn-end
+	// or ready hook): orch send's lines wait meanwhile.
+	InTurn bool `json:"in_turn,omitempty"`
 }
 
 // Run is one plan's run: where its current attempt stands, and what its
@@ -322,6 +326,8 @@ type State struct {
 	// workers run their plans as headless processes from then on, until
 	// orch serve brings a tmux fleet up again.
 	TmuxDown *TmuxDown `json:"tmux_down,omitempty"`
+	// Nudges are orch send's lines not typed yet (nudge.go).
+	Nudges []*Nudge `json:"nudges,omitempty"`
 }
 
 // TmuxDown is when the tmux server stopped answering, and what showed it.
