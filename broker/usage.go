@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -123,6 +124,19 @@ func Trim(ctx context.Context, js jetstream.JetStream, prefix string) (Usage, er
 	before, leadFloor, waitFloor, err := usage(ctx, s)
 	if err != nil {
 		return Usage{}, err
+	}
+	// A lead agent's inbox (package inbox: a consumer of the callbacks of
+	// its own, lead-<agent>) holds them back too: a callback orch wait took
+	// may not have reached the lead agent yet.
+	for name := range s.ConsumerNames(ctx).Name() {
+		if !strings.HasPrefix(name, "lead-") {
+			continue
+		}
+		if c, err := s.Consumer(ctx, name); err == nil {
+			if info, err := c.Info(ctx); err == nil && info.Config.FilterSubject == prefix+".cb.>" {
+				waitFloor = min(waitFloor, info.AckFloor.Stream)
+			}
+		}
 	}
 	first := s.CachedInfo().State.FirstSeq
 	for _, p := range []struct {
