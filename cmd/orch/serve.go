@@ -22,6 +22,8 @@ import (
 	"github.com/orch-dev/orch/internal/logfmt"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/lead"
+	"github.com/orch-dev/orch/leadpane"
+	"github.com/orch-dev/orch/tmux"
 	"github.com/orch-dev/orch/web"
 )
 
@@ -39,10 +41,14 @@ type serveOptions struct {
 	Headless    bool
 	Rebuild     bool
 	Verbose     bool
-	HTTP        string         // the web board's listen address, empty for none
-	NATS        string         // an external cluster's leaf node URLs, comma-separated
-	NATSDomain  string         // its JetStream domain
-	Creds       string         // the credential file for the link to it
+	HTTP        string // the web board's listen address, empty for none
+	NATS        string // an external cluster's leaf node URLs, comma-separated
+	NATSDomain  string // its JetStream domain
+	Creds       string // the credential file for the link to it
+	LeadPane    string // the lead's tmux pane, typed into when idle
+	LeadAgent   string // the agent in it, for its screens
+	LeadPrompt  string // what its empty input line starts with
+	leadReader  leadpane.Reader
 	profile     *agent.Profile // what Agent resolved to
 	groups      []fleet.Group  // what Workers resolved to
 	workers     int            // how many workers in all
@@ -88,6 +94,19 @@ func newServeCmd(s streams) *cobra.Command {
 			if len(groups) == 1 {
 				o.profile = groups[0].Profile
 			}
+			if o.LeadPane == "" && (o.LeadAgent != "" || o.LeadPrompt != "") {
+				return usagef("--lead-agent and --lead-prompt go with --lead-pane %%N")
+			}
+			if o.LeadPane != "" {
+				if _, err := exec.LookPath("tmux"); err != nil {
+					return fmt.Errorf("--lead-pane: tmux is not on PATH: install it (Debian/Ubuntu: sudo apt-get install -y tmux)")
+				}
+				r, err := leadpane.Prepare(cmd.Context(), tmux.New(tmuxSocket()), o.LeadPane, o.LeadAgent, o.LeadPrompt, os.Getenv("TMUX_PANE"))
+				if err != nil {
+					return usageError{err}
+				}
+				o.leadReader = r
+			}
 			if o.workers > 0 && !o.Headless {
 				if _, err := exec.LookPath("tmux"); err != nil {
 					how := "--workers " + o.Workers + " --agent " + fleet.ShellQuote(o.Agent)
@@ -116,6 +135,9 @@ func newServeCmd(s streams) *cobra.Command {
 	cmd.Flags().StringVar(&o.NATSDomain, "nats-domain", "", "the --nats cluster's JetStream domain (jetstream { domain } in its configuration)")
 	cmd.Flags().StringVar(&o.Creds, "creds", "", "credential for the link to the --nats cluster: a JWT .creds file or an NKey user seed, mode 600")
 	cmd.Flags().StringVar(&o.Leaf, "leaf", "", "let other hosts (orch hosts add) link here: an IP address of this machine they reach, with a port (e.g. 10.0.0.5:7422); only registered hosts' keys get in")
+	cmd.Flags().StringVar(&o.LeadPane, "lead-pane", "", "type each callback into the lead agent's tmux pane (%N) when it waits at an empty prompt (for a lead without orch lead install: Codex, Gemini CLI, aider)")
+	cmd.Flags().StringVar(&o.LeadAgent, "lead-agent", "", "the agent in --lead-pane whose screens orch reads (codex, claude, gemini); default: the program the pane runs")
+	cmd.Flags().StringVar(&o.LeadPrompt, "lead-prompt", "", "what the --lead-pane agent's empty input line starts with (e.g. '>'), for an agent whose screens orch does not know")
 	cmd.Flags().StringVar(&o.HTTP, "http", "", "serve the web board on this loopback address (127.0.0.1:0 picks a free port); its URL, with its token, is printed and written to .orch/board.url")
 	return cmd
 }
@@ -153,6 +175,16 @@ func serveRun(ctx context.Context, o *serveOptions, s streams) error {
 		Profile:     o.profile,
 		Fault:       os.Getenv(lead.FaultEnv),
 		Logger:      logger,
+	}
+	if o.LeadPane != "" {
+		cfg.Ready = func(string) {
+			go func() {
+				lp := leadpane.Config{Root: root, Pane: o.LeadPane, Tmux: tmux.New(tmuxSocket()), Reader: o.leadReader, Log: logger, Fault: cfg.Fault}
+				if err := leadpane.Run(ctx, lp); err != nil {
+					logger.Error("lead pane: callbacks are not typed into it (orch wait and orch inbox --agent pane still have them)", "err", err)
+				}
+			}()
+		}
 	}
 	if o.HTTP != "" {
 		// Listening first: a port in use fails orch serve before it starts

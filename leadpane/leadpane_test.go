@@ -1,0 +1,78 @@
+package leadpane
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/orch-dev/orch/agent"
+)
+
+func TestReadPrompt(t *testing.T) {
+	r, err := NewReader("lead> ", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		screen string
+		cursor int
+		want   Kind
+		input  string
+	}{
+		{"empty prompt", "started\nlead> ", 1, Idle, ""},
+		{"half typed", "started\nlead> half a thought", 1, Typed, "half a thought"},
+		{"submitted, nothing written since", "lead> WORKER-DONE p: ok\n", 1, Busy, ""},
+		{"working", "lead> x\nworking", 1, Busy, ""},
+		{"dialog", "lead> dialog\nAllow it? (y/n) ", 1, Busy, ""},
+		{"blank screen", "", 0, Busy, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rows := strings.Split(strings.TrimRight(c.screen, "\n"), "\n")
+			s := r.Read(rows, c.screen, c.cursor)
+			if s.Kind != c.want || s.Input != c.input {
+				t.Fatalf("got %v %q, want %v %q", s.Kind, s.Input, c.want, c.input)
+			}
+		})
+	}
+}
+
+func TestReadProfile(t *testing.T) {
+	p, err := agent.Resolve("codex", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader("", &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, screen string
+		want         Kind
+	}{
+		{"placeholder", "› Ask Codex to do anything\n  ? for shortcuts", Idle},
+		{"working", "• Working (3s • esc to interrupt)\n› Ask Codex to do anything", Busy},
+		{"approval", "Would you like to run the following command?\n› 1. Yes", Dialog},
+		{"typed", "› WORKER-DONE p: ok", Typed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if s := r.Read(strings.Split(c.screen, "\n"), c.screen, 0); s.Kind != c.want {
+				t.Fatalf("got %v, want %v", s.Kind, c.want)
+			}
+		})
+	}
+	if _, err := NewReader("", nil); err == nil {
+		t.Fatal("a reader with neither prompt nor profile was made")
+	}
+}
+
+func TestJoinSafe(t *testing.T) {
+	line, n := Join([]string{"WORKER-DONE a: ok\x1b[2J\nrm -rf /", "WORKER-DONE b: mail me@host"})
+	if n != 2 || line != `WORKER-DONE a: ok\x1b[2J\nrm -rf / | WORKER-DONE b: mail me(at)host` {
+		t.Fatalf("got %d %q", n, line)
+	}
+	long := "WORKER-DONE c: " + strings.Repeat("x", 5000)
+	line, n = Join([]string{long, long, long, long, long})
+	if len(line) > MaxLine || n != 3 || !strings.Contains(line, "[truncated]") {
+		t.Fatalf("got %d callbacks in %d bytes", n, len(line))
+	}
+}
