@@ -116,7 +116,13 @@ func consumerInfo(ctx context.Context, s jetstream.Stream, name string) (*jetstr
 // duplicate window is the broker's memory of message ids, kept apart from
 // the messages; copies after it are caught by the lead's record of
 // handled ids.
-func Trim(ctx context.Context, js jetstream.JetStream, prefix string) (Usage, error) {
+//
+// Callbacks are the lead agents' inboxes' too (package inbox: a consumer
+// lead-<agent> each): they go only below every inbox's floor. inboxes
+// names the consumers of the inboxes installed; one of them missing (an
+// inbox's rewind deletes its consumer and makes it again) or any inbox
+// that cannot be read keeps every callback this time.
+func Trim(ctx context.Context, js jetstream.JetStream, prefix string, inboxes []string) (Usage, error) {
 	s, err := js.Stream(ctx, StreamName)
 	if err != nil {
 		return Usage{}, fmt.Errorf("trim: %w", err)
@@ -125,25 +131,17 @@ func Trim(ctx context.Context, js jetstream.JetStream, prefix string) (Usage, er
 	if err != nil {
 		return Usage{}, err
 	}
-	// A lead agent's inbox (package inbox: a consumer of the callbacks of
-	// its own, lead-<agent>) holds them back too: a callback orch wait took
-	// may not have reached the lead agent yet.
-	for name := range s.ConsumerNames(ctx).Name() {
-		if !strings.HasPrefix(name, "lead-") {
-			continue
-		}
-		if c, err := s.Consumer(ctx, name); err == nil {
-			if info, err := c.Info(ctx); err == nil && info.Config.FilterSubject == prefix+".cb.>" {
-				waitFloor = min(waitFloor, info.AckFloor.Stream)
-			}
-		}
+	if floor, ok := inboxFloor(ctx, s, prefix, inboxes); !ok {
+		waitFloor = 0
+	} else {
+		waitFloor = min(waitFloor, floor)
 	}
 	first := s.CachedInfo().State.FirstSeq
 	for _, p := range []struct {
 		subject string
 		floor   uint64
 	}{{prefix + ".ev.>", leadFloor}, {prefix + ".cmd.>", leadFloor}, {prefix + ".cb.>", waitFloor}} {
-		if p.floor < first {
+		if p.floor == 0 || p.floor < first {
 			continue // nothing of it is below the floor any more
 		}
 		if err := s.Purge(ctx, jetstream.WithPurgeSubject(p.subject), jetstream.WithPurgeSequence(p.floor+1)); err != nil {
@@ -158,4 +156,39 @@ func Trim(ctx context.Context, js jetstream.JetStream, prefix string) (Usage, er
 		after.Trimmed = before.Msgs - after.Msgs
 	}
 	return after, nil
+}
+
+// inboxFloor is the lowest acknowledgement floor of the lead agents'
+// inboxes (consumers lead-* of the callbacks); ok is false when one of
+// inboxes is missing or any cannot be read: then none may be trimmed.
+func inboxFloor(ctx context.Context, s jetstream.Stream, prefix string, inboxes []string) (floor uint64, ok bool) {
+	floor = ^uint64(0)
+	seen := map[string]bool{}
+	names := s.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if !strings.HasPrefix(name, "lead-") {
+			continue
+		}
+		c, err := s.Consumer(ctx, name)
+		if err != nil {
+			return 0, false
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return 0, false
+		}
+		if info.Config.FilterSubject == prefix+".cb.>" {
+			seen[name] = true
+			floor = min(floor, info.AckFloor.Stream)
+		}
+	}
+	if names.Err() != nil {
+		return 0, false
+	}
+	for _, name := range inboxes {
+		if !seen[name] {
+			return 0, false
+		}
+	}
+	return floor, true
 }

@@ -50,7 +50,7 @@ func TestTrimKeepsWhatIsNotAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	u, err := Trim(ctx, js, p)
+	u, err := Trim(ctx, js, p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestTrimKeepsWhatIsNotAcknowledged(t *testing.T) {
 			t.Fatalf("ack of an event kept by the trim: %v", err)
 		}
 	}
-	if u, err = Trim(ctx, js, p); err != nil {
+	if u, err = Trim(ctx, js, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	if u.Unhandled != 0 || u.Untaken != 2 || u.Msgs != 2 {
@@ -115,5 +115,63 @@ func TestUsageAlarm(t *testing.T) {
 	}
 	if (Usage{Bytes: 5}).Alarm() {
 		t.Error("a stream without a byte limit raised the alarm")
+	}
+}
+
+// A lead agent's inbox (a consumer lead-<agent> of the callbacks) holds
+// back the trimming of callbacks orch wait took: while it has not
+// acknowledged them, and while its consumer is missing because it is
+// being made again (an inbox's rewind deletes it and makes it anew), the
+// callbacks stay.
+func TestTrimKeepsCallbacksForLeadInboxes(t *testing.T) {
+	ctx := context.Background()
+	b, _ := startBroker(t)
+	lc, err := b.ConnectLead()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	js, err := jetstream.New(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.Prefix()
+	for i := 0; i < 3; i++ {
+		if _, err := js.Publish(ctx, CallbackSubject(p, "done"), []byte(`{"n":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inboxCfg := jetstream.ConsumerConfig{Durable: "lead-pane", FilterSubject: p + ".cb.>", AckPolicy: jetstream.AckExplicitPolicy}
+	if _, err := js.CreateConsumer(ctx, StreamName, inboxCfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ { // orch wait takes every callback
+		if err := consume(t, js, WaitConsumer, 1)[0].DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := Trim(ctx, js, p, []string{"lead-pane"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Msgs != 3 {
+		t.Fatalf("after trim with the lead pane's inbox behind: %+v; want the 3 callbacks kept", u)
+	}
+	// The inbox's consumer is being made again: still nothing goes.
+	if err := js.DeleteConsumer(ctx, StreamName, "lead-pane"); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = Trim(ctx, js, p, []string{"lead-pane"}); err != nil {
+		t.Fatal(err)
+	}
+	if u.Msgs != 3 {
+		t.Fatalf("after trim with the lead pane's inbox consumer missing: %+v; want the 3 callbacks kept", u)
+	}
+	// An inbox nobody has installed holds nothing back.
+	if u, err = Trim(ctx, js, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if u.Msgs != 0 {
+		t.Fatalf("after trim with no lead inbox: %+v; want the callbacks gone", u)
 	}
 }

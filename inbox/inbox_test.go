@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -212,5 +213,29 @@ func TestTakenList(t *testing.T) {
 	}
 	if got, _ := LoadTaken(dir, "claude"); len(got) != 1 || got[0].Callback.Event != "e2" {
 		t.Errorf("left %v", got)
+	}
+}
+
+// Consumers names every installed inbox's consumer, an unreadable record's
+// too, and nothing for the other files beside the records.
+func TestConsumers(t *testing.T) {
+	od := t.TempDir()
+	rec, err := NewRecord("claude", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveRecord(od, rec); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"pane.json": "{", "claude.taken.json": "[]", "pane.typing.json": "{}"} {
+		if err := os.WriteFile(filepath.Join(Dir(od), name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Consumers(od); !slices.Equal(got, []string{"lead-claude", "lead-pane"}) {
+		t.Fatalf("consumers %q, want lead-claude and lead-pane", got)
+	}
+	if got := Consumers(t.TempDir()); len(got) != 0 {
+		t.Fatalf("consumers %q with no inbox installed", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/orch-dev/orch/internal/atomicfile"
@@ -73,6 +74,26 @@ func LoadRecord(orchDir, agent string) (Record, error) {
 		return r, fmt.Errorf("%s: no consumer or id (orch lead install %s writes it again)", RecordPath(orchDir, agent), agent)
 	}
 	return r, nil
+}
+
+// Consumers names the consumers of the inboxes installed in orchDir (one
+// record each), for the stream's trim to wait for. A record that cannot be
+// read still names its agent's consumer, as NewRecord names it.
+func Consumers(orchDir string) []string {
+	paths, _ := filepath.Glob(filepath.Join(Dir(orchDir), "*.json"))
+	var out []string
+	for _, p := range paths {
+		agent := strings.TrimSuffix(filepath.Base(p), ".json")
+		if !agentRE.MatchString(agent) {
+			continue // a taken list, a typing record: not a record
+		}
+		if r, err := LoadRecord(orchDir, agent); err == nil {
+			out = append(out, r.Consumer)
+		} else {
+			out = append(out, "lead-"+agent)
+		}
+	}
+	return out
 }
 
 // SaveRecord writes agent's record atomically, mode 0600.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/orch-dev/orch/broker"
+	"github.com/orch-dev/orch/inbox"
 )
 
 // DefaultTrimEvery is how many events (a batch counts once) the loop handles between two trims
@@ -20,12 +21,12 @@ func (l *Loop) handledOne(ctx context.Context) {
 	}
 }
 
-// trim removes what the lead loop and orch wait have acknowledged from
-// the stream (broker.Trim), and raises the alarm when what is left fills
+// trim removes what the lead loop, orch wait and the lead agents' inboxes
+// have acknowledged from the stream (broker.Trim), and raises the alarm when what is left fills
 // it: a full stream refuses every new event.
 func (l *Loop) trim(ctx context.Context) {
 	l.sinceTrim = 0
-	u, err := broker.Trim(ctx, l.js, l.prefix)
+	u, err := broker.Trim(ctx, l.js, l.prefix, inbox.Consumers(l.orchDir))
 	if err != nil {
 		l.log.Warn("stream trim", "err", err)
 		return
