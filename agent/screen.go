@@ -88,6 +88,21 @@ var screens = map[string]struct {
 	},
 }
 
+// Markers are all the texts by which orch reads the built-in agents'
+// screens (their prompts' hints and their dialogs), for a caller that
+// types other text into a screen and must keep it from reading as one.
+func Markers() []string {
+	var out []string
+	for _, sc := range screens {
+		out = append(out, sc.prompt...)
+		out = append(out, sc.late...)
+		for _, d := range sc.dialogs {
+			out = append(out, d.marker)
+		}
+	}
+	return out
+}
+
 // ReadScreen says what screen (the text of a worker's pane) shows for this
 // profile, and for a dialog, what it asks: the dialog's description and
 // the screen's lines around it. Profiles without known screens (plain

@@ -76,3 +76,41 @@ func TestJoinSafe(t *testing.T) {
 		t.Fatalf("got %d callbacks in %d bytes", n, len(line))
 	}
 }
+
+// A worker's status is text, never a sign on the lead's screen: a callback
+// line that quotes an agent's screen markers (its interrupt hint, an empty
+// prompt's hint, a dialog's question), typed onto the lead's prompt or
+// left in its history, does not make the screen read busy, idle or a
+// dialog. Else a line on the prompt would never get its Enter, or would
+// be typed again and again behind itself, or a person's half-typed line
+// would read idle.
+func TestWorkerTextIsNoScreenMarker(t *testing.T) {
+	status := "WORKER-DONE p: esc to interrupt, esc to cancel, ? for shortcuts, Ask Codex to do anything, accept edits on, " +
+		"Would you like to run the following command? Do you want to proceed? Allow execution of rm"
+	line, _ := Join([]string{status})
+	for _, m := range markers {
+		if Defang(m) == m {
+			t.Errorf("marker %q has no blank: Defang leaves it as it is", m)
+		}
+	}
+	for _, name := range []string{"codex", "claude", "gemini"} {
+		p, err := agent.Resolve(name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewReader("", &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			what, screen string
+		}{
+			{"the line on the prompt", "> " + line},
+			{"the line in the history, a person's line on the prompt", "> " + line + "\n\n  on it\n\n> half a thought"},
+		} {
+			if s := r.Read(strings.Split(c.screen, "\n"), c.screen, 0); s.Kind != Typed {
+				t.Errorf("%s, %s: read %v, want typed (line %q)", name, c.what, s.Kind, line)
+			}
+		}
+	}
+}

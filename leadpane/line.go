@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/orch-dev/orch/agent"
 	"github.com/orch-dev/orch/event"
 )
 
@@ -23,11 +24,13 @@ const Sep = " | "
 // sequences and newlines written as visible escapes (event.Clean, the
 // cleaning every status had when it arrived, done again), an @ written
 // (at) (it opens the agent's file picker, whose Enter picks a file instead
-// of submitting), cut to maxItem bytes.
+// of submitting), the texts orch reads the lead's screen by written with
+// _ for their blanks (Defang), cut to maxItem bytes.
 func Safe(line string) string {
 	s := event.Clean(line)
 	s = strings.ReplaceAll(s, "@", "(at)")
 	s = strings.Join(strings.Fields(s), " ") // no leading, trailing or runs of blanks
+	s = Defang(s)
 	if len(s) <= maxItem {
 		return s
 	}
@@ -56,3 +59,26 @@ func Join(lines []string) (string, int) {
 	}
 	return b.String(), n
 }
+
+// Defang writes each text by which orch reads the lead's screen (an
+// agent's interrupt hint, its empty prompt's hints, its dialogs' questions:
+// package agent's markers and busyMarkers) with _ for its blanks: a
+// worker's status typed onto the lead's prompt, or left in its history,
+// must never make the screen read busy, idle or a dialog.
+func Defang(s string) string {
+	for _, m := range markers {
+		if strings.Contains(s, m) {
+			s = strings.ReplaceAll(s, m, strings.ReplaceAll(m, " ", "_"))
+		}
+	}
+	return s
+}
+
+// markers are the texts Defang breaks; every one holds a blank.
+var markers = func() []string {
+	out := agent.Markers()
+	for _, ms := range busyMarkers {
+		out = append(out, ms...)
+	}
+	return out
+}()
