@@ -114,3 +114,33 @@ func TestWorkerTextIsNoScreenMarker(t *testing.T) {
 		}
 	}
 }
+
+// Claude Code's accept-edits footer shows at every prompt, empty or not:
+// it is no sign of an empty prompt, so neither a person's half-typed line
+// nor orch's own line on the prompt reads idle (orch would type onto the
+// one, and type its line again behind the other). Only "? for shortcuts",
+// which shows at an empty prompt alone, is.
+func TestClaudeAcceptEditsFooterIsNotIdle(t *testing.T) {
+	p, err := agent.Resolve("claude", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader("", &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, screen string
+		want         Kind
+	}{
+		{"a person's line", "❯ half a thought\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
+		{"orch's line", "❯ WORKER-DONE p: ok\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
+		{"empty, default mode", "❯ \n  ? for shortcuts", Idle},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if s := r.Read(strings.Split(c.screen, "\n"), c.screen, 0); s.Kind != c.want {
+				t.Fatalf("got %v, want %v", s.Kind, c.want)
+			}
+		})
+	}
+}

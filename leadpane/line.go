@@ -62,7 +62,7 @@ func Join(lines []string) (string, int) {
 
 // Defang writes each text by which orch reads the lead's screen (an
 // agent's interrupt hint, its empty prompt's hints, its dialogs' questions:
-// package agent's markers and busyMarkers) with _ for its blanks: a
+// package agent's markers, busyMarkers and idleMarkers) with _ for its blanks: a
 // worker's status typed onto the lead's prompt, or left in its history,
 // must never make the screen read busy, idle or a dialog.
 func Defang(s string) string {
@@ -78,6 +78,9 @@ func Defang(s string) string {
 var markers = func() []string {
 	out := agent.Markers()
 	for _, ms := range busyMarkers {
+		out = append(out, ms...)
+	}
+	for _, ms := range idleMarkers {
 		out = append(out, ms...)
 	}
 	return out

@@ -63,6 +63,15 @@ var busyMarkers = map[string][]string{
 	"gemini": {"esc to cancel"},
 }
 
+// idleMarkers show only at a known agent's empty prompt: its input's
+// placeholder or a hint it hides once something is typed. (Not Claude
+// Code's "accept edits on": its mode footer shows under a typed line too.)
+var idleMarkers = map[string][]string{
+	"codex":  {"Ask Codex to do anything", "? for shortcuts"},
+	"claude": {"? for shortcuts"},
+	"gemini": {"Type your message or @path/to/file"},
+}
+
 // Reader reads the lead's screen: by the prompt text it was given
 // (--lead-prompt: the line the cursor is on starts with it), or else by
 // the markers of a known agent's screens (package agent: its dialogs, and
@@ -100,9 +109,11 @@ func (r Reader) Read(rows []string, joined string, cursorY int) Screen {
 			return s
 		}
 	}
-	if r.Profile.PromptLate(joined) {
-		s.Kind = Idle // the hints an empty prompt shows
-		return s
+	for _, m := range idleMarkers[r.Profile.Name] {
+		if strings.Contains(joined, m) {
+			s.Kind = Idle // a hint an empty prompt shows
+			return s
+		}
 	}
 	s.Kind = Typed
 	return s
