@@ -15,10 +15,7 @@ package bus
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/orch-dev/orch/event"
 )
@@ -57,21 +54,8 @@ func (m Message) Line() string {
 	return fmt.Sprintf("#%d %s %s [%s]: %s", m.Seq, m.Time.Format(time.RFC3339), m.From, m.Topic, m.Text)
 }
 
-// Escape makes a worker's text safe to show anywhere, on one line: what
-// event.Clean escapes (control characters, ESC, newlines, C1 controls,
-// invalid UTF-8), and besides the characters that change how the rest
-// of a line reads without being seen: Unicode format characters (the
-// bidirectional overrides and isolates, zero-width ones) and the line and
-// paragraph separators. They are written as \uXXXX.
-func Escape(s string) string {
-	s = event.Clean(s)
-	var b strings.Builder
-	for _, r := range s {
-		if r != utf8.RuneError && (unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029') {
-			fmt.Fprintf(&b, `\u%04x`, r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// Escape makes a worker's text safe to show anywhere, on one line:
+// event.Clean, which writes control characters, ESC, newlines, C1
+// controls, invalid UTF-8 and the invisible format characters (bidi
+// overrides, zero-width ones, tags) and line separators as visible escapes.
+func Escape(s string) string { return event.Clean(s) }

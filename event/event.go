@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/orch-dev/orch/telemetry"
@@ -374,9 +375,10 @@ func ValidWorker(id string) bool {
 	return id[1] != '0'
 }
 
-// Clean makes text safe to store and show: invalid UTF-8 and control
-// characters (including newlines and terminal escape sequences) are written
-// as visible escapes like \x1b, and text longer than MaxStatus is cut and
+// Clean makes text safe to store and show: invalid UTF-8, control
+// characters (including newlines and terminal escape sequences) and
+// invisible format characters are written as visible escapes like \x1b
+// and \u202e, and text longer than MaxStatus is cut and
 // marked with TruncMarker. Clean(Clean(s)) == Clean(s), so text may be
 // cleaned at every hop without growing.
 func Clean(s string) string {
@@ -392,7 +394,11 @@ func Clean(s string) string {
 			b.WriteString(`\t`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r <= 0x9f:
+		case r >= 0x80 && r <= 0x9f, unicode.Is(unicode.Cf, r), r == '\u2028', r == '\u2029':
+			// C1 controls, and the characters that change how a line
+			// reads without being seen: format characters (bidi overrides,
+			// zero-width ones, tags that spell hidden text to an agent)
+			// and the line and paragraph separators.
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)

@@ -27,6 +27,13 @@ func TestClean(t *testing.T) {
 		{"invalid UTF-8", "a\xffb", `a\xffb`},
 		{"tab", "a\tb", `a\tb`},
 		{"DEL", "a\x7fb", `a\x7fb`},
+		// Invisible characters that change how a line reads, to a person
+		// (bidi overrides) or to an agent that reads it (tag characters
+		// spell hidden text): a worker's status reaches the lead agent.
+		{"bidi override", "ok\u202egnp.exe", `ok\u202egnp.exe`},
+		{"zero width and separators", "a\u200bb\u2028c\u2029d", `a\u200bb\u2028c\u2029d`},
+		{"tag characters", "ok\U000E0069\U000E0067", `ok\ue0069\ue0067`},
+		{"unicode kept", "naïve café ✓", "naïve café ✓"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,10 +26,7 @@ func Send(ctx context.Context, root, socket, id, text string, now bool, wait tim
 	if !event.ValidWorker(id) {
 		return res, fmt.Errorf("send: %w: %q is not a worker id like w1", ErrNoFleet, id)
 	}
-	line := bus.Escape(text)
-	if len(line) > event.MaxStatus {
-		line = event.Clean(line) // cut and marked
-	}
+	line := bus.Escape(text) // cut at event.MaxStatus and marked
 	if line == "" {
 		return res, fmt.Errorf("send to %s: %w: the text is empty", id, ErrEmptyText)
 	}
