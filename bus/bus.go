@@ -13,7 +13,6 @@
 package bus
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,15 +32,22 @@ type Message struct {
 
 // Parse reads the say stored at seq on subject. The payload is never
 // trusted: the sender and topic come from the subject, which the broker
-// lets only the sender's key publish on, and the text is escaped.
+// lets only the sender's key publish on, the topic must be a plan's or a
+// named topic's (the sender picks the subject's tail), and the text is
+// escaped.
 func Parse(prefix, subject string, data []byte, seq uint64) (Message, error) {
 	from, topic, ok := event.BusSender(prefix, subject)
 	if !ok {
 		return Message{}, fmt.Errorf("%w: subject %s is not a worker's bus subject", ErrNotSay, subject)
 	}
-	var e event.Event
-	if err := json.Unmarshal(data, &e); err != nil {
+	e, err := event.Parse(data) // its fields checked, a named topic's too
+	if err != nil {
 		return Message{}, fmt.Errorf("%w: %v", ErrNotSay, err)
+	}
+	if e.Plan != "" {
+		if err := event.CheckPlanName(e.Plan); err != nil {
+			return Message{}, fmt.Errorf("%w: plan topic: %v", ErrNotSay, err)
+		}
 	}
 	if e.Kind != event.Say || e.Worker != from || event.BusSubject(prefix, e) != subject {
 		return Message{}, fmt.Errorf("%w: a %q from %q on %s", ErrNotSay, Escape(string(e.Kind)), Escape(e.Worker), subject)

@@ -60,3 +60,23 @@ func TestParseTrustsTheSubjectNotThePayload(t *testing.T) {
 		t.Errorf("a done on the bus: %v, want ErrNotSay", err)
 	}
 }
+
+// The topic shown comes from the subject, which the sender picks: one that
+// is not a plan's or a named topic's (say, one holding a terminal escape)
+// is no say, and nothing of it is shown.
+func TestParseRefusesABadTopic(t *testing.T) {
+	for _, tc := range []struct{ name, plan, topic, tail string }{
+		{"named topic with an escape", "", "x\x1b]0;owned\x07", "topic.x\x1b]0;owned\x07"},
+		{"plan topic with an escape", "p\x1b[2J", "", "plan.p\x1b[2J"},
+		{"named topic in capitals", "", "X", "topic.X"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := event.New(event.Say, "", "text", "w1", "h")
+			e.Plan, e.Topic = tc.plan, tc.topic
+			m, err := Parse("orch", "orch.bus.w1."+tc.tail, e.Marshal(), 1)
+			if !errors.Is(err, ErrNotSay) {
+				t.Fatalf("Parse: %q, %v; want ErrNotSay", m.Line(), err)
+			}
+		})
+	}
+}
