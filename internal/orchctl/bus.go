@@ -3,6 +3,7 @@ package orchctl
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,7 +28,7 @@ func Send(ctx context.Context, root, socket, id, text string, now bool, wait tim
 		return res, fmt.Errorf("send: %w: %q is not a worker id like w1", ErrNoFleet, id)
 	}
 	line := bus.Escape(text) // cut at event.MaxStatus and marked
-	if line == "" {
+	if strings.TrimSpace(line) == "" {
 		return res, fmt.Errorf("send to %s: %w: the text is empty", id, ErrEmptyText)
 	}
 	if host := remoteOf(root, id); host != "" {
