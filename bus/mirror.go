@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/orch-dev/orch/broker"
 	"github.com/orch-dev/orch/internal/orchdir"
 )
 
@@ -29,6 +30,10 @@ func Mirror(ctx context.Context, r Reader, path string, bad func(seq uint64, err
 	if err != nil {
 		return err
 	}
+	s, err := r.JS.Stream(ctx, broker.BusStream)
+	if err != nil {
+		return fmt.Errorf("bus mirror: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("bus mirror: %w", err)
@@ -38,6 +43,15 @@ func Mirror(ctx context.Context, r Reader, path string, bad func(seq uint64, err
 		if _, err := f.WriteString(header); err != nil {
 			return fmt.Errorf("bus mirror: %w", err)
 		}
+	}
+	if last > s.CachedInfo().State.LastSeq {
+		// The file goes further than the bus ever did: the bus was made
+		// anew (a new .orch/jetstream, another cluster) and numbers its
+		// says from 1 again. Its lines follow the old ones.
+		if _, err := f.WriteString(renewed); err != nil {
+			return fmt.Errorf("bus mirror: %w", err)
+		}
+		last = 0
 	}
 	err = r.Each(ctx, last+1, "", true, func(m Message) error {
 		if _, err := f.WriteString(m.Line() + "\n"); err != nil {
@@ -51,7 +65,11 @@ func Mirror(ctx context.Context, r Reader, path string, bad func(seq uint64, err
 	return err
 }
 
-// LastSeq is the sequence of the last say in the mirror at path, 0 when
+// renewed marks where the says of a bus made anew start in the mirror.
+const renewed = "\n(The bus was made anew here: its says are numbered from #1 again.)\n\n"
+
+// LastSeq is the sequence of the last say in the mirror at path (its last
+// line of one: after a bus made anew, the numbers start again), 0 when
 // there is none (or no file).
 func LastSeq(path string) (uint64, error) {
 	data, err := os.ReadFile(path)
@@ -73,7 +91,7 @@ func LastSeq(path string) (uint64, error) {
 		if end < 0 {
 			continue
 		}
-		if n, err := strconv.ParseUint(string(line[1:end]), 10, 64); err == nil && n > last {
+		if n, err := strconv.ParseUint(string(line[1:end]), 10, 64); err == nil {
 			last = n
 		}
 	}
