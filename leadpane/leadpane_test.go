@@ -36,25 +36,33 @@ func TestReadPrompt(t *testing.T) {
 	}
 }
 
+// A known agent's screens read by its markers. Claude Code's accept-edits
+// footer shows at every prompt, empty or not: it is no sign of an empty prompt, so neither a person's half-typed line
+// nor orch's own line on the prompt reads idle (orch would type onto the
+// one, and type its line again behind the other). Only "? for shortcuts",
+// which shows at an empty prompt alone, is.
 func TestReadProfile(t *testing.T) {
-	p, err := agent.Resolve("codex", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReader("", &p)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
-		name, screen string
-		want         Kind
+		agent, name, screen string
+		want                Kind
 	}{
-		{"placeholder", "› Ask Codex to do anything\n  ? for shortcuts", Idle},
-		{"working", "• Working (3s • esc to interrupt)\n› Ask Codex to do anything", Busy},
-		{"approval", "Would you like to run the following command?\n› 1. Yes", Dialog},
-		{"typed", "› WORKER-DONE p: ok", Typed},
+		{"codex", "placeholder", "› Ask Codex to do anything\n  ? for shortcuts", Idle},
+		{"codex", "working", "• Working (3s • esc to interrupt)\n› Ask Codex to do anything", Busy},
+		{"codex", "approval", "Would you like to run the following command?\n› 1. Yes", Dialog},
+		{"codex", "typed", "› WORKER-DONE p: ok", Typed},
+		{"claude", "a person's line, accept edits on", "❯ half a thought\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
+		{"claude", "orch's line, accept edits on", "❯ WORKER-DONE p: ok\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
+		{"claude", "empty, default mode", "❯ \n  ? for shortcuts", Idle},
 	} {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.agent+" "+c.name, func(t *testing.T) {
+			p, err := agent.Resolve(c.agent, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewReader("", &p)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if s := r.Read(strings.Split(c.screen, "\n"), c.screen, 0); s.Kind != c.want {
 				t.Fatalf("got %v, want %v", s.Kind, c.want)
 			}
@@ -112,35 +120,5 @@ func TestWorkerTextIsNoScreenMarker(t *testing.T) {
 				t.Errorf("%s, %s: read %v, want typed (line %q)", name, c.what, s.Kind, line)
 			}
 		}
-	}
-}
-
-// Claude Code's accept-edits footer shows at every prompt, empty or not:
-// it is no sign of an empty prompt, so neither a person's half-typed line
-// nor orch's own line on the prompt reads idle (orch would type onto the
-// one, and type its line again behind the other). Only "? for shortcuts",
-// which shows at an empty prompt alone, is.
-func TestClaudeAcceptEditsFooterIsNotIdle(t *testing.T) {
-	p, err := agent.Resolve("claude", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReader("", &p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name, screen string
-		want         Kind
-	}{
-		{"a person's line", "❯ half a thought\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
-		{"orch's line", "❯ WORKER-DONE p: ok\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
-		{"empty, default mode", "❯ \n  ? for shortcuts", Idle},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if s := r.Read(strings.Split(c.screen, "\n"), c.screen, 0); s.Kind != c.want {
-				t.Fatalf("got %v, want %v", s.Kind, c.want)
-			}
-		})
 	}
 }
