@@ -541,6 +541,10 @@ type takenRecord struct {
 
 func donePath(od string) string { return filepath.Join(inbox.Dir(od), Agent+".done.json") }
 
+// Files are the files of the pane's inbox besides its record: the line on
+// its way and the callbacks taken (orch lead uninstall pane removes them).
+func Files(od string) []string { return []string{TypingPath(od), donePath(od)} }
+
 func loadTaken(od string) takenRecord {
 	var r takenRecord
 	if data, err := os.ReadFile(donePath(od)); err == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/orch-dev/orch/internal/orchctl"
 	"github.com/orch-dev/orch/leadagent"
+	"github.com/orch-dev/orch/leadpane"
 )
 
 type leadOptions struct {
@@ -52,9 +53,14 @@ func newLeadCmd(s streams) *cobra.Command {
 	install.Flags().BoolVar(&inst.JSON, "json", false, "print what was done as JSON")
 	un := &leadOptions{}
 	uninstall := &cobra.Command{
-		Use:   "uninstall claude",
-		Short: "Take out exactly what orch lead install put in (the user's settings stay)",
-		Args:  agentArg,
+		Use:   "uninstall claude|pane",
+		Short: "Take out exactly what orch lead install put in (the user's settings stay); pane: the inbox orch serve --lead-pane made",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && args[0] == leadpane.Agent {
+				return nil
+			}
+			return agentArg(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			un.Agent = args[0]
 			return leadUninstallRun(cmd.Context(), un, s)
@@ -125,7 +131,11 @@ func leadUninstallRun(ctx context.Context, o *leadOptions, s streams) error {
 	if o.JSON {
 		return writeJSON(s.Out, res)
 	}
-	fmt.Fprintf(s.Out, "%d orch entries removed from %s\n", res.Removed, res.Settings)
+	if res.Agent == leadpane.Agent {
+		fmt.Fprintln(s.Out, "the lead pane's inbox removed")
+	} else {
+		fmt.Fprintf(s.Out, "%d orch entries removed from %s\n", res.Removed, res.Settings)
+	}
 	if res.SkillRemoved {
 		fmt.Fprintf(s.Out, "removed %s\n", leadagent.SkillPath)
 	}

@@ -32,3 +32,7 @@ var ErrNotTaken = errors.New("no such callback handed over and not yet acknowled
 
 // ErrEmptyText means orch send was given nothing to type.
 var ErrEmptyText = errors.New("nothing to send")
+
+// ErrPaneTyping means orch lead uninstall pane was asked while an orch
+// serve --lead-pane types from the pane's inbox.
+var ErrPaneTyping = errors.New("orch serve --lead-pane is typing from this inbox")

@@ -24,6 +24,7 @@ import (
 	"github.com/orch-dev/orch/internal/flock"
 	"github.com/orch-dev/orch/internal/orchdir"
 	"github.com/orch-dev/orch/leadagent"
+	"github.com/orch-dev/orch/leadpane"
 	"github.com/orch-dev/orch/notify"
 )
 
@@ -149,6 +150,9 @@ type LeadUninstall struct {
 // user's other settings stay as they are.
 func UninstallLead(ctx context.Context, root, agent string) (LeadUninstall, error) {
 	res := LeadUninstall{Agent: agent}
+	if agent == leadpane.Agent {
+		return uninstallPane(ctx, root)
+	}
 	if agent != "claude" {
 		return res, fmt.Errorf("lead uninstall %s: %w", agent, leadagent.ErrUnknownAgent)
 	}
@@ -189,19 +193,63 @@ func UninstallLead(ctx context.Context, root, agent string) (LeadUninstall, erro
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return res, fmt.Errorf("lead uninstall: %w", err)
 	}
-	if recErr == nil && Serving(root) {
-		if cfg, err := notify.LeadConfig(od); err == nil {
-			if nc, err := notify.Connect(cfg, "orch-lead-uninstall"); err == nil {
-				if js, err := jetstream.New(nc); err == nil {
-					err := js.DeleteConsumer(ctx, broker.StreamName, rec.Consumer)
-					res.ConsumerDeleted = err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)
-				}
-				nc.Close()
-			}
-		}
+	if recErr == nil {
+		res.ConsumerDeleted = deleteInbox(ctx, root, rec.Consumer)
 	}
 	if err := inbox.RemoveRecord(od, agent); err != nil {
 		return res, fmt.Errorf("lead uninstall: %w", err)
+	}
+	return res, nil
+}
+
+// deleteInbox deletes an inbox's consumer from orch serve's broker; false
+// when orch serve is not running or the broker did not do it.
+func deleteInbox(ctx context.Context, root, consumer string) bool {
+	if !Serving(root) {
+		return false
+	}
+	cfg, err := notify.LeadConfig(orchdir.Of(root))
+	if err != nil {
+		return false
+	}
+	nc, err := notify.Connect(cfg, "orch-lead-uninstall")
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	err = js.DeleteConsumer(ctx, broker.StreamName, consumer)
+	return err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+// uninstallPane takes out the inbox orch serve --lead-pane made (its
+// consumer, which holds every callback in the stream while it is there,
+// its record and its files), unless an orch serve types from it now.
+func uninstallPane(ctx context.Context, root string) (LeadUninstall, error) {
+	res := LeadUninstall{Agent: leadpane.Agent}
+	od := orchdir.Of(root)
+	lock, _, err := flock.TryExclusive(inbox.LockPath(od, leadpane.Agent))
+	switch {
+	case errors.Is(err, flock.ErrHeld):
+		return res, fmt.Errorf("lead uninstall pane: %w: stop it (orch down), start orch serve without --lead-pane, then uninstall again", ErrPaneTyping)
+	case err == nil:
+		defer lock.Unlock()
+	}
+	consumer := "lead-" + leadpane.Agent
+	if rec, err := inbox.LoadRecord(od, leadpane.Agent); err == nil {
+		consumer = rec.Consumer
+	}
+	res.ConsumerDeleted = deleteInbox(ctx, root, consumer)
+	for _, p := range leadpane.Files(od) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, fmt.Errorf("lead uninstall pane: %w", err)
+		}
+	}
+	if err := inbox.RemoveRecord(od, leadpane.Agent); err != nil {
+		return res, fmt.Errorf("lead uninstall pane: %w", err)
 	}
 	return res, nil
 }
