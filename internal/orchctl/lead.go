@@ -193,9 +193,13 @@ func UninstallLead(ctx context.Context, root, agent string) (LeadUninstall, erro
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return res, fmt.Errorf("lead uninstall: %w", err)
 	}
+	// Without a record (an uninstall while orch serve was down took it
+	// out) the consumer still bears the name install gave it.
+	consumer := "lead-" + agent
 	if recErr == nil {
-		res.ConsumerDeleted = deleteInbox(ctx, root, rec.Consumer)
+		consumer = rec.Consumer
 	}
+	res.ConsumerDeleted = deleteInbox(ctx, root, consumer)
 	if err := inbox.RemoveRecord(od, agent); err != nil {
 		return res, fmt.Errorf("lead uninstall: %w", err)
 	}
