@@ -103,6 +103,19 @@ func Markers() []string {
 	return out
 }
 
+// Shown counts the times text shows on screen (a pane's capture, tmux's
+// wrapped lines joined), however it was wrapped: an agent that wraps its
+// input and history itself (Codex) breaks a long line into rows of its
+// own, the continuation indented, which tmux cannot join. Blanks and
+// line ends are left out of both before counting.
+func Shown(screen, text string) int {
+	t := strings.Join(strings.Fields(text), "")
+	if t == "" {
+		return 0
+	}
+	return strings.Count(strings.Join(strings.Fields(screen), ""), t)
+}
+
 // ReadScreen says what screen (the text of a worker's pane) shows for this
 // profile, and for a dialog, what it asks: the dialog's description and
 // the screen's lines around it. Profiles without known screens (plain

@@ -123,3 +123,30 @@ func TestWaitsForPrompt(t *testing.T) {
 		t.Error("only Codex's running screens are read for dialogs")
 	}
 }
+
+// Shown counts a typed line on a screen however it was wrapped: by tmux
+// (joined by capture -J already) or by the agent itself, its continuation
+// indented (Codex's composer and history).
+func TestShown(t *testing.T) {
+	line := "please rebase on main first, the schema moved to db/v2 and the old tables are gone"
+	for _, c := range []struct {
+		name, screen string
+		want         int
+	}{
+		{"one row", "› " + line + "\n", 1},
+		{"wrapped by the agent", "› please rebase on main first, the schema moved to db/v2\n  and the old tables are gone\n", 1},
+		{"in the history and on the prompt", "› " + line + "\n• ok\n› please rebase on main first, the schema\n  moved to db/v2 and the old tables are gone", 2},
+		{"not there", "› please rebase on main first\n", 0},
+		{"empty text", "anything", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := line
+			if c.name == "empty text" {
+				text = " "
+			}
+			if got := Shown(c.screen, text); got != c.want {
+				t.Errorf("Shown = %d, want %d", got, c.want)
+			}
+		})
+	}
+}

@@ -126,7 +126,7 @@ func (l *Loop) typeNudge(ctx context.Context, w *state.Worker, n *state.Nudge) b
 		l.log.Info("nudge waits: a dialog is on screen", "worker", w.ID, "event", n.Event, "dialog", what)
 		return false
 	}
-	n.Typing, n.Echo = true, shownTimes(screen, n.Text)
+	n.Typing, n.Echo = true, agent.Shown(screen, n.Text)
 	if err := l.save(); err != nil {
 		n.Typing = false
 		l.log.Error("save state before a nudge; nothing typed", "worker", w.ID, "err", err)
@@ -162,19 +162,11 @@ func (l *Loop) resumeNudges(ctx context.Context) {
 		if w == nil || w.Pane == "" || !l.fleet.Panes() {
 			continue
 		}
-		if screen, err := l.fleet.Capture(ctx, w); err == nil && shownTimes(screen, n.Text) > n.Echo {
+		if screen, err := l.fleet.Capture(ctx, w); err == nil && agent.Shown(screen, n.Text) > n.Echo {
 			l.log.Info("nudge was typed before the last stop", "worker", w.ID, "event", n.Event)
 			l.st.DropNudge(n.Event)
 		}
 	}
-}
-
-// shownTimes counts text on a screen whose long lines tmux wrapped.
-func shownTimes(screen, text string) int {
-	if text == "" {
-		return 0
-	}
-	return strings.Count(strings.ReplaceAll(screen, "\n", ""), text)
 }
 
 // answerSends tells each orch send of this pass what came of its line.

@@ -122,3 +122,34 @@ func TestWorkerTextIsNoScreenMarker(t *testing.T) {
 		}
 	}
 }
+
+// Codex wraps its composer itself, the continuation indented (read off
+// Codex 0.171.0 in a 100-column pane): tmux's -J does not join such
+// lines, and a line longer than the composer was never found on the
+// prompt, so it got no Enter, and every later callback waited behind it.
+func TestHoldsALineTheAgentWrapped(t *testing.T) {
+	p, err := agent.Resolve("codex", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader("", &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, n := Join([]string{
+		"WORKER-DONE plan-alpha: all tests pass after the refactor of the storage layer, see RESULT.md for the list",
+		"WORKER-DONE plan-beta: blocked on the schema migration, needs a decision",
+	})
+	if n != 2 {
+		t.Fatalf("joined %d", n)
+	}
+	empty := "› Ask Codex to do anything\n\n  ? for shortcuts\n"
+	typed := "› WORKER-DONE plan-alpha: all tests pass after the refactor of the storage layer, see RESULT.md for\n" +
+		"  the list | WORKER-DONE plan-beta: blocked on the schema migration, needs a decision\n\n" +
+		"  GPT-5.5 default · /tmp/repo\n"
+	echoes := Count(empty, line)
+	s := r.Read(strings.Split(typed, "\n"), typed, 1)
+	if !s.Holds(line, echoes) {
+		t.Fatalf("the wrapped line on the prompt: read %v, holds %v (shown %d times, %d before)", s.Kind, s.Holds(line, echoes), Count(typed, line), echoes)
+	}
+}

@@ -51,10 +51,9 @@ func (s Screen) Holds(line string, echoes int) bool {
 	return Count(s.Joined, line) > echoes
 }
 
-// Count is how many times the screen shows line (wrapped lines joined).
-func Count(screen, line string) int {
-	return strings.Count(strings.ReplaceAll(screen, "\n", ""), line)
-}
+// Count is how many times the screen shows line, however tmux or the
+// agent wrapped it (agent.Shown).
+func Count(screen, line string) int { return agent.Shown(screen, line) }
 
 // busyMarkers show while a known agent works (its interrupt hint).
 var busyMarkers = map[string][]string{
