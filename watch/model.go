@@ -160,7 +160,13 @@ func (m Model) key(k tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 				return m, nil
 			}
 			m.setStatus("sending to "+to+"…", false)
-			return m, m.run("send", to, "send", "--", to, text)
+			args := []string{"send"}
+			if m.asks(to) {
+				// Its agent waits for an answer: a person answering it
+				// types at once, as into the pane itself (orch send --now).
+				args = append(args, "--now")
+			}
+			return m, m.run("send", to, append(args, "--", to, text)...)
 		}
 		var cmd tea.Cmd
 		m.input, cmd = m.input.Update(k)
@@ -225,6 +231,17 @@ func (m Model) selectedWorker() string {
 		}
 	}
 	return ""
+}
+
+// asks says whether worker's plan waits for a person's answer
+// (needs-input): the one case the board types at once, mid-turn.
+func (m Model) asks(worker string) bool {
+	for _, p := range m.view.Plans {
+		if p.Worker == worker && p.State == string(state.PlanNeedsInput) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m Model) open(worker string) (tea.Model, tea.Cmd) {
@@ -294,7 +311,7 @@ func (m Model) done(d doneMsg) Model {
 		m.mode, m.screen, m.screenWorker = screenMode, d.out, d.target
 		m.status = ""
 	case "send":
-		m.setStatus("sent to "+d.target, false)
+		m.setStatus(firstLine(d.out, "sent to "+d.target), false)
 	default:
 		m.setStatus(firstLine(d.out, d.verb+" "+d.target+": ok"), false)
 	}

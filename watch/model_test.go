@@ -300,8 +300,9 @@ func TestKeys(t *testing.T) {
 		}
 	})
 	t.Run("type a line", func(t *testing.T) {
-		// q is typed, not a quit, while the text input is open.
-		f := fake.New(t).In("/repo").Expect("orch", []string{"send", "--", "w2", "quit, go on"}, "", nil)
+		// q is typed, not a quit, while the text input is open. w2's plan
+		// needs input: the line answers it, at once (--now).
+		f := fake.New(t).In("/repo").Expect("orch", []string{"send", "--now", "--", "w2", "quit, go on"}, "", nil)
 		m := press(t, newModel(t, f, 80, 24), "t")
 		if m.mode != typingMode {
 			t.Fatalf("t did not open the text input")
@@ -315,6 +316,19 @@ func TestKeys(t *testing.T) {
 		m = press(t, m, "enter")
 		if m.mode != boardMode || m.status != "sent to w2" {
 			t.Errorf("mode %v, status %q", m.mode, m.status)
+		}
+	})
+	t.Run("a line to a worker mid-turn waits for its prompt", func(t *testing.T) {
+		// w1 runs build and asks nothing: orch send's waiting path, and
+		// the board shows what orch send said of it.
+		f := fake.New(t).In("/repo").Expect("orch", []string{"send", "--", "w1", "go on"}, "queued: w1 is mid-turn; typed at its next prompt\n", nil)
+		m := press(t, newModel(t, f, 80, 24), "j", "j", "t")
+		for _, r := range "go on" {
+			m = press(t, m, string(r))
+		}
+		m = press(t, m, "enter")
+		if m.status != "queued: w1 is mid-turn; typed at its next prompt" {
+			t.Errorf("status %q, want orch send's own line", m.status)
 		}
 	})
 	t.Run("q quits", func(t *testing.T) {
