@@ -1,6 +1,7 @@
 package leadpane
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -46,8 +47,9 @@ func TestReadProfile(t *testing.T) {
 		agent, name, screen string
 		want                Kind
 	}{
-		{"codex", "placeholder", "› Ask Codex to do anything\n  ? for shortcuts", Idle},
-		{"codex", "working", "• Working (3s • esc to interrupt)\n› Ask Codex to do anything", Busy},
+		{"codex", "placeholder", "› Ask Codex to do anything\n\n  GPT-5.5 default · ~/repo · modelsim\n  ← for agents · ? for shortcuts", Idle},
+		{"codex", "starting, input not read yet", "  >_ OpenAI Codex (v0.171.0)\n     loading\n› Ask Codex to do anything\n  ? for shortcuts", Busy},
+		{"codex", "working", "• Working (3s • esc to interrupt)\n› Ask Codex to do anything\n  ← for agents · ? for shortcuts", Busy},
 		{"codex", "approval", "Would you like to run the following command?\n› 1. Yes", Dialog},
 		{"codex", "typed", "› WORKER-DONE p: ok", Typed},
 		{"claude", "a person's line, accept edits on", "❯ half a thought\n  ⏵⏵ accept edits on (shift+tab to cycle)", Typed},
@@ -70,6 +72,41 @@ func TestReadProfile(t *testing.T) {
 	}
 	if _, err := NewReader("", nil); err == nil {
 		t.Fatal("a reader with neither prompt nor profile was made")
+	}
+}
+
+// TestReadCodexScreens reads the screens the real Codex 0.171.0 showed as
+// the lead (testdata/codex-*.txt: tmux capture-pane of
+// cmd/orch/testdata/agents/codex_lead_pane_tmux.txtar, its logo of braille
+// characters left out; codex-starting.txt is the first screen of a run
+// where a line typed then showed only seconds later; codex-typed.txt a
+// line typed by hand at the prompt).
+func TestReadCodexScreens(t *testing.T) {
+	p, err := agent.Resolve("codex", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader("", &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]Kind{
+		"codex-starting.txt":  Busy,   // its prompt drawn, its input not read yet
+		"codex-idle.txt":      Idle,   // a turn ended: placeholder and "← for agents"
+		"codex-busy-held.txt": Busy,   // a command runs: "esc to interrupt"
+		"codex-dialog.txt":    Dialog, // its approval dialog
+		"codex-typed.txt":     Typed,  // a line on the prompt: no placeholder, no hint
+	} {
+		t.Run(file, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/" + file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			screen := string(data)
+			if s := r.Read(strings.Split(screen, "\n"), screen, 0); s.Kind != want {
+				t.Fatalf("got %v, want %v", s.Kind, want)
+			}
+		})
 	}
 }
 

@@ -71,6 +71,22 @@ var idleMarkers = map[string][]string{
 	"gemini": {"Type your message or @path/to/file"},
 }
 
+// readyMarkers, where an agent has them, must show too (one of them) for
+// its empty prompt to be idle: without, the prompt is drawn but takes no
+// input yet (busy).
+//
+// Codex 0.171.0 (read off its real screens in
+// cmd/orch/testdata/agents/codex_lead_pane_tmux.txtar, kept in
+// testdata/codex-*.txt): while it starts it draws its composer with the
+// placeholder "Ask Codex to do anything" and a bare "? for shortcuts"
+// before it reads its input (a line typed then showed seconds later, after
+// a second copy was typed as lost); once it takes input its footer reads
+// "← for agents · ? for shortcuts" under the status line (model ·
+// folder). A line typed takes the placeholder and that footer away.
+var readyMarkers = map[string][]string{
+	"codex": {"← for agents"},
+}
+
 // Reader reads the lead's screen: by the prompt text it was given
 // (--lead-prompt: the line the cursor is on starts with it), or else by
 // the markers of a known agent's screens (package agent: its dialogs, and
@@ -110,12 +126,24 @@ func (r Reader) Read(rows []string, joined string, cursorY int) Screen {
 	}
 	for _, m := range idleMarkers[r.Profile.Name] {
 		if strings.Contains(joined, m) {
+			if ready := readyMarkers[r.Profile.Name]; ready != nil && !containsAny(joined, ready) {
+				return s // the empty prompt is drawn but takes no input yet
+			}
 			s.Kind = Idle // a hint an empty prompt shows
 			return s
 		}
 	}
 	s.Kind = Typed
 	return s
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, m := range subs {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // readPrompt: the input is the last line of the screen when the cursor is

@@ -97,6 +97,7 @@ func TestAgents(t *testing.T) {
 	p.Cmds["claudehome"] = cmdClaudeHome
 	p.Cmds["noleadhooks"] = cmdNoLeadHooks
 	p.Cmds["simlog"] = cmdSimLog
+	p.Cmds["waitpane"] = cmdWaitPane
 	testscript.Run(t, p)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,4 +172,28 @@ type simReporter struct{ ts *testscript.TestScript }
 func (r simReporter) Fatalf(format string, args ...any) {
 	cmdSimLog(r.ts, false, nil)
 	r.ts.Fatalf(format, args...)
+}
+
+// waitpane <pane> <regexp> [file]: within 60s the pane's screen (wrapped
+// lines joined, trailing blanks cut) matches regexp; the screen is logged
+// and, with file, written there (the real screens the test saw, for its
+// notes).
+func cmdWaitPane(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: waitpane <pane> <regexp> [file]")
+	}
+	re, err := regexp.Compile("(?m)" + args[1])
+	if err != nil {
+		ts.Fatalf("waitpane: %v", err)
+	}
+	var last string
+	eventually.True(ts, 60*time.Second, func() bool {
+		out, err := tmuxCmd(ts, "capture-pane", "-p", "-J", "-t", args[0]).Output()
+		last = string(out)
+		return err == nil && re.MatchString(last)
+	}, "pane %s to show %q; it shows:\n%s", args[0], args[1], &lastScreen{&last})
+	ts.Logf("pane %s matched %q:\n%s", args[0], args[1], (&lastScreen{&last}).String())
+	if len(args) == 3 {
+		ts.Check(os.WriteFile(ts.MkAbs(args[2]), []byte(last), 0o644))
+	}
 }

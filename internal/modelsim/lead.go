@@ -8,15 +8,22 @@ import (
 
 // This file is the lead's part: a Claude Code session that is orch's
 // lead gets callback lines (WORKER-DONE <plan>: <status>, ...) from its
-// hooks, in a wake-up notification or as context added to its next step.
-// The server records the lines each request brings new and answers with a
-// short text, or, for a callback about a plan whose scenario is LeadHold,
-// with a command that blocks until the test lets it go, so the lead is
-// mid-turn while more callbacks arrive.
+// hooks, in a wake-up notification or as context added to its next step;
+// a Codex lead (orch serve --lead-pane) gets them typed at its prompt, in
+// a user message. The server records the lines each request brings new
+// and answers with a short text, or, for a callback about a plan whose
+// scenario is LeadHold, with a command that blocks until the test lets it
+// go, so the lead is mid-turn while more callbacks arrive, or, for one
+// whose scenario is LeadAsk, with a command the lead must ask a person
+// about (an approval dialog on its screen).
 
 // LeadHold: when the lead is told of this plan, it runs a command that
 // blocks on the server's hold FIFO (SetHold), keeping its turn open.
 const LeadHold Scenario = "leadhold"
+
+// LeadAsk: when the lead is told of this plan, it runs PermissionCommand
+// outside its sandbox, which Codex asks a person about.
+const LeadAsk Scenario = "leadask"
 
 // callbackRE finds orch's callback lines in text.
 var callbackRE = regexp.MustCompile(`(?m)(?:WORKER-(?:DONE|BLOCKED|FAILED|DIED|NEEDS-INPUT|IDLE)|VERIFIED|REFUTED|INTEGRATED|CONFLICT) ([a-z0-9][a-z0-9._-]{0,62})(?:: [^\n"\\]*|$)`)
@@ -87,14 +94,27 @@ func (s *Server) leadAnswer(req *anthropicRequest) (Action, []string, bool) {
 	if len(lines) == 0 {
 		return Action{}, nil, false
 	}
+	return s.leadStep(lines), lines, true
+}
+
+// leadStep is the lead's answer to the callback lines a request brings.
+func (s *Server) leadStep(lines []string) Action {
 	s.mu.Lock()
 	hold := s.hold
 	s.mu.Unlock()
 	for _, l := range lines {
 		m := callbackRE.FindStringSubmatch(l)
-		if m != nil && s.scenario(m[1]) == LeadHold && hold != "" {
-			return Action{Kind: RunCommand, Command: "cat " + hold}, lines, true
+		if m == nil {
+			continue
+		}
+		switch s.scenario(m[1]) {
+		case LeadHold:
+			if hold != "" {
+				return Action{Kind: RunCommand, Command: "cat " + hold}
+			}
+		case LeadAsk:
+			return Action{Kind: RunCommand, Command: PermissionCommand}
 		}
 	}
-	return Action{Kind: Say, Text: fmt.Sprintf("Noted %d callback(s).", len(lines))}, lines, true
+	return Action{Kind: Say, Text: fmt.Sprintf("Noted %d callback(s).", len(lines))}
 }

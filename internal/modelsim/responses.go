@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -141,13 +143,60 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	}
 
 	plan, notify, results, found := respConversation(req.Input)
+	side := respSideThread(r, req)
+	var lines []string // callback lines a lead's request brings
+	if !found && !side {
+		lines = respNewCallbacks(req.Input)
+	}
 	var out []map[string]any // output items to stream
-	if !found || respSideThread(r, req) {
+	session, running := "", false
+	if !found && !side && len(lines) == 0 {
+		session, running = respRunning(req.Input)
+	}
+	switch {
+	case running && session != "":
+		// A lead's command still runs (Codex's exec_command yields after
+		// at most 30s): wait on it, as a model would, keeping the turn open.
+		if _, ok := respFindTool(req.Tools, "write_stdin"); ok {
+			var id any = session
+			if n, err := strconv.Atoi(session); err == nil {
+				id = n
+			}
+			rec.Action = "write_stdin: wait on session " + session
+			out = append(out, respFunctionCall("write_stdin", map[string]any{"session_id": id, "chars": "", "yield_time_ms": 300000}))
+			break
+		}
+		rec.Side = true
+		rec.Action = "side: OK."
+		out = append(out, respMessage("OK."))
+	case len(lines) > 0:
+		rec.Callbacks = lines
+		a := s.leadStep(lines)
+		if a.Kind == RunCommand {
+			item, desc := respShellCall(req.Tools, a.Command, a.Command == PermissionCommand)
+			if args, ok := item["arguments"].(string); ok && a.Command != PermissionCommand {
+				// The hold command waits as long as exec_command lets it.
+				var m map[string]any
+				if json.Unmarshal([]byte(args), &m) == nil {
+					if t, _ := respFindTool(req.Tools, item["name"].(string)); t.has("yield_time_ms") {
+						m["yield_time_ms"] = 30000
+						b, _ := json.Marshal(m)
+						item["arguments"] = string(b)
+					}
+				}
+			}
+			rec.Action = desc
+			out = append(out, item)
+		} else {
+			rec.Action = "say: " + a.Text
+			out = append(out, respMessage(a.Text))
+		}
+	case !found || side:
 		rec.Side = true
 		text := respSideText(req)
 		rec.Action = "side: " + text
 		out = append(out, respMessage(text))
-	} else {
+	default:
 		rec.Plan, rec.Results = plan, results
 		a := Next(s.scenario(plan), plan, notify, results)
 		switch a.Kind {
@@ -208,6 +257,56 @@ func respConversation(input []json.RawMessage) (plan, notify string, results int
 		}
 	}
 	return plan, notify, results, found
+}
+
+// respNewCallbacks returns orch's callback lines in the user messages
+// after the model's last output (a message or a tool call): what a lead's
+// request brings that the model has not answered yet (Codex sends the
+// whole conversation each time).
+func respNewCallbacks(input []json.RawMessage) []string {
+	var out []string
+	for _, raw := range input {
+		var it respItem
+		if json.Unmarshal(raw, &it) != nil {
+			continue
+		}
+		switch {
+		case it.Role == "assistant" || strings.HasSuffix(it.Type, "_call"):
+			out = out[:0]
+		case (it.Type == "message" || it.Type == "") && it.Role == "user":
+			// orch serve --lead-pane types the callbacks waiting as one
+			// line, joined by " | ".
+			out = append(out, callbackRE.FindAllString(strings.ReplaceAll(it.text(), " | ", "\n"), -1)...)
+		}
+	}
+	return out
+}
+
+// runningRE finds the session of a command Codex's exec_command left
+// running ("Process running with session ID 1234").
+var runningRE = regexp.MustCompile(`session ID ([0-9]+)`)
+
+// respRunning says whether the conversation's last item is the output of
+// a command still running, and its session.
+func respRunning(input []json.RawMessage) (string, bool) {
+	if len(input) == 0 {
+		return "", false
+	}
+	var it struct {
+		Type   string          `json:"type"`
+		Output json.RawMessage `json:"output"`
+	}
+	if json.Unmarshal(input[len(input)-1], &it) != nil || it.Type != "function_call_output" {
+		return "", false
+	}
+	var out string
+	if json.Unmarshal(it.Output, &out) != nil {
+		out = string(it.Output)
+	}
+	if m := runningRE.FindStringSubmatch(out); m != nil && !strings.Contains(out, "Process exited") {
+		return m[1], true
+	}
+	return "", false
 }
 
 // respSideThread reports whether a request that quotes a dispatch line

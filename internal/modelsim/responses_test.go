@@ -324,3 +324,27 @@ func TestResponsesBadRequests(t *testing.T) {
 		t.Errorf("GET: status %d", resp.StatusCode)
 	}
 }
+
+// A Codex lead's conversation (orch serve --lead-pane types the
+// callbacks as one line, joined by " | "): the lines after the model's
+// last output are new; a command still running is waited on.
+func TestRespLead(t *testing.T) {
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	input := []json.RawMessage{
+		raw(`{"type":"message","role":"user","content":[{"type":"input_text","text":"WORKER-DONE a: ok"}]}`),
+		raw(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Noted."}]}`),
+		raw(`{"type":"message","role":"user","content":[{"type":"input_text","text":"WORKER-DONE b: ok | WORKER-FAILED c: boom"}]}`),
+	}
+	got := respNewCallbacks(input)
+	if len(got) != 2 || got[0] != "WORKER-DONE b: ok" || got[1] != "WORKER-FAILED c: boom" {
+		t.Fatalf("new callbacks: %q", got)
+	}
+	input = append(input, raw(`{"type":"function_call","name":"exec_command","call_id":"x","arguments":"{}"}`),
+		raw(`{"type":"function_call_output","call_id":"x","output":"Process running with session ID 42\nOutput:\n"}`))
+	if got := respNewCallbacks(input); len(got) != 0 {
+		t.Fatalf("callbacks answered already: %q", got)
+	}
+	if id, ok := respRunning(input); !ok || id != "42" {
+		t.Fatalf("running: %q %v", id, ok)
+	}
+}
