@@ -98,6 +98,7 @@ func TestAgents(t *testing.T) {
 	p.Cmds["noleadhooks"] = cmdNoLeadHooks
 	p.Cmds["simlog"] = cmdSimLog
 	p.Cmds["waitpane"] = cmdWaitPane
+	p.Cmds["panedead"] = cmdPaneDead
 	testscript.Run(t, p)
 }
 

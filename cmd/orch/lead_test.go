@@ -197,3 +197,17 @@ func cmdWaitPane(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(os.WriteFile(ts.MkAbs(args[2]), []byte(last), 0o644))
 	}
 }
+
+// panedead <pane>: within 60s tmux says the pane's process has exited
+// (#{pane_dead}: the pane kept by remain-on-exit).
+func cmdPaneDead(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: panedead <pane>")
+	}
+	var last string
+	eventually.True(ts, 60*time.Second, func() bool {
+		out, err := tmuxCmd(ts, "display-message", "-p", "-t", args[0], "#{pane_dead}").Output()
+		last = strings.TrimSpace(string(out))
+		return err == nil && last == "1"
+	}, "pane %s to be dead (pane_dead=%q)", args[0], &last)
+}
