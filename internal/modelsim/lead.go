@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // This file is the lead's part: a Claude Code session that is orch's
@@ -58,7 +59,9 @@ func (r *anthropicRequest) newCallbacks() []string {
 		var raw any
 		json.Unmarshal(m.Content, &raw)
 		for _, t := range texts(raw) {
-			for _, l := range callbackRE.FindAllString(t, -1) {
+			// A --lead-pane lead gets the callbacks typed as one line,
+			// joined by " | ".
+			for _, l := range callbackRE.FindAllString(strings.ReplaceAll(t, " | ", "\n"), -1) {
 				out = append(out, l)
 			}
 		}
